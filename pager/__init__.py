@@ -1,0 +1,1 @@
+"""mempager: a memory pager for LLM agents."""

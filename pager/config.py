@@ -1,0 +1,149 @@
+"""Pager configuration: a frozen, keyword-only dataclass validated on construction.
+
+The environment is read only at the edges (``PagerConfig.from_env`` is called by ``pager.open``
+and the CLI); everything below takes explicit values.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any
+
+from .errors import ConfigError
+from .tokens import estimate_tokens
+from .types import MemoryType
+
+# Half-lives (days) of the recency term of the salience score. Events fade fastest; what the
+# user told us about themselves fades slowest. Decay only re-orders: see pager.salience.
+DEFAULT_HALF_LIVES: Mapping[str, float] = MappingProxyType(
+    {
+        "event": 30.0,
+        "outcome": 30.0,
+        "goal": 14.0,
+        "fact": 180.0,
+        "belief": 90.0,
+        "pattern": 90.0,
+        "preference": 365.0,
+        "profile": 365.0,
+    }
+)
+
+EMBEDDER_CHOICES = ("auto", "gateway", "provider", "local", "hash")
+
+
+def _frozen(mapping: Mapping[str, float]) -> Mapping[str, float]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PagerConfig:
+    # budgets (tokens, estimated by ``token_estimator``)
+    pinned_budget_tokens: int = 2000
+    retrieval_budget_tokens: int = 6000
+    retrieval_top_k: int = 8
+    profile_limit: int = 12
+    # writes
+    max_text_bytes: int = 1_000_000
+    # procedural memory
+    min_pattern_successes: int = 3
+    # lanes and fusion
+    lane_depth: int = 50
+    lane_weights: Mapping[str, float] = field(
+        default_factory=lambda: _frozen({"semantic": 1.0, "salience": 0.5})
+    )
+    rrf_k: int = 60
+    salience_types: tuple[MemoryType, ...] = (
+        MemoryType.FACT,
+        MemoryType.EVENT,
+        MemoryType.PATTERN,
+        MemoryType.PREFERENCE,
+        MemoryType.GOAL,
+    )
+    half_life_days: Mapping[str, float] = field(default_factory=lambda: DEFAULT_HALF_LIVES)
+    default_half_life_days: float = 90.0
+    salience_weights: Mapping[str, float] = field(
+        default_factory=lambda: _frozen(
+            {"recency": 0.4, "importance": 0.25, "strength": 0.25, "access": 0.1}
+        )
+    )
+    # embedding
+    embedder: str = "auto"
+    hash_dim: int = 384
+    embed_workers: int = 1
+    embed_batch_size: int = 64
+    embed_max_attempts: int = 5
+    token_estimator: Callable[[str], int] = estimate_tokens
+
+    def __post_init__(self) -> None:
+        for name in (
+            "pinned_budget_tokens",
+            "retrieval_budget_tokens",
+            "retrieval_top_k",
+            "profile_limit",
+            "max_text_bytes",
+            "lane_depth",
+            "rrf_k",
+            "hash_dim",
+            "embed_workers",
+            "embed_batch_size",
+            "embed_max_attempts",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.min_pattern_successes, int) or self.min_pattern_successes < 0:
+            raise ConfigError(
+                f"min_pattern_successes must be an integer >= 0, got {self.min_pattern_successes!r}"
+            )
+        if self.embedder not in EMBEDDER_CHOICES:
+            raise ConfigError(
+                f"embedder must be one of {', '.join(EMBEDDER_CHOICES)}, got {self.embedder!r}"
+            )
+        self._check_weights("lane_weights", self.lane_weights)
+        self._check_weights("salience_weights", self.salience_weights)
+        self._check_weights("half_life_days", self.half_life_days, positive=True)
+        if self.default_half_life_days <= 0:
+            raise ConfigError(
+                f"default_half_life_days must be > 0, got {self.default_half_life_days!r}"
+            )
+        bad = [t for t in self.half_life_days if t not in MemoryType._value2member_map_]
+        if bad:
+            raise ConfigError(f"half_life_days has unknown memory types {bad!r}")
+        object.__setattr__(self, "lane_weights", _frozen(self.lane_weights))
+        object.__setattr__(self, "salience_weights", _frozen(self.salience_weights))
+        object.__setattr__(self, "half_life_days", _frozen(self.half_life_days))
+        object.__setattr__(self, "salience_types", tuple(MemoryType(t) for t in self.salience_types))
+
+    @staticmethod
+    def _check_weights(name: str, weights: Mapping[str, float], positive: bool = False) -> None:
+        for key, value in weights.items():
+            ok = isinstance(value, (int, float)) and value == value and value >= 0
+            if not ok or (positive and value <= 0):
+                raise ConfigError(f"{name}[{key!r}] must be a finite number >= 0, got {value!r}")
+
+    def with_(self, **changes: Any) -> PagerConfig:
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> PagerConfig:
+        """Read ``MEMPAGER_<FIELD>`` integers and the embedder choice from the environment."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f"MEMPAGER_{f.name.upper()}")
+            if raw is None:
+                continue
+            if f.name == "embedder":
+                values[f.name] = raw.strip()
+            elif f.type in ("int", int):
+                try:
+                    values[f.name] = int(raw)
+                except ValueError as exc:
+                    raise ConfigError(
+                        f"MEMPAGER_{f.name.upper()} must be an integer, got {raw!r}"
+                    ) from exc
+        values.update(overrides)
+        return cls(**values)

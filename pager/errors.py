@@ -1,0 +1,91 @@
+"""One error tree for everything mempager raises.
+
+Every message says what went wrong *and* what to do next. Foreign exceptions (DuckDB, httpx,
+hnswlib) are translated at the seam that meets them and chained with ``raise ... from exc`` so
+the original is never hidden.
+"""
+
+from __future__ import annotations
+
+
+class PagerError(Exception):
+    """Base class of every error mempager raises on purpose."""
+
+
+class ConfigError(PagerError, ValueError):
+    """A configuration value is invalid; the message quotes the bad value."""
+
+
+class InvalidInput(PagerError, ValueError):
+    """Input to a write or read was rejected before anything was stored."""
+
+
+class EmptyText(InvalidInput):
+    """Text was empty or whitespace only."""
+
+
+class TextTooLong(InvalidInput):
+    """Text is longer than ``PagerConfig.max_text_bytes``."""
+
+
+class InvalidText(InvalidInput):
+    """Text holds characters that cannot be stored (NUL bytes, lone surrogates)."""
+
+
+class UnknownType(InvalidInput):
+    """A memory type that mempager does not know."""
+
+
+class InvalidActor(InvalidInput):
+    """An actor id that cannot be used as a hard partition key."""
+
+
+class InvalidTime(InvalidInput):
+    """A timestamp that could not be parsed."""
+
+
+class MemoryNotFound(PagerError, KeyError):
+    """No memory with that uri exists for this actor (it may belong to another actor)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message; we want it readable.
+        return str(self.args[0]) if self.args else "memory not found"
+
+
+class InvalidUri(InvalidInput):
+    """A uri that is not of the form mem://<actor>/<type>/<id>."""
+
+
+class StoreError(PagerError):
+    """The store failed; the message names the file or server and what to try."""
+
+
+class StoreLocked(StoreError):
+    """Another process holds the store open for writing."""
+
+
+class StoreFull(StoreError):
+    """The disk under the store is full; nothing after the last acknowledged write was kept."""
+
+
+class SchemaTooNew(StoreError):
+    """The store was written by a newer mempager than this one."""
+
+
+class EmbedderError(PagerError):
+    """An embedder failed; memories being embedded stay stored and pending."""
+
+
+class EmbedderUnavailable(EmbedderError):
+    """An embedder could not be constructed (missing extra, missing model, bad credentials)."""
+
+
+class DimensionMismatch(EmbedderError):
+    """A vector had the wrong dimension for its model or index."""
+
+
+class NonFiniteVector(EmbedderError):
+    """A vector held NaN or infinite values."""
+
+
+class IndexStale(PagerError):
+    """A saved index does not match the store (other model, other generation, corrupt)."""

@@ -1,0 +1,148 @@
+"""The three seams: Embedder, VectorIndex, Store.
+
+Small, batch-first, one return type each. ``embedders/`` and ``index/`` implement the first two;
+``pager.store`` implements the third for DuckDB (a server database plugs in at the same seam).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from .types import FloatMatrix, LabelArray, Memory, MemoryType, NewMemory, PutResult, Role, Source
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns text into L2-normalised, finite float32 rows."""
+
+    @property
+    def name(self) -> str:
+        """Stable, versioned model name recorded with every vector ("hash-v1-384")."""
+        ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str], role: Role = "document") -> FloatMatrix: ...
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """Turns a vector into neighbours. Labels are the store's int64 labels, never positions."""
+
+    @property
+    def dim(self) -> int: ...
+
+    def add(self, labels: LabelArray, vectors: FloatMatrix) -> None:
+        """Insert or replace the vectors for ``labels``."""
+        ...
+
+    def remove(self, labels: Iterable[int]) -> None: ...
+
+    def search(
+        self, vector: FloatMatrix, k: int, allow: frozenset[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """Best first; score is cosine similarity (higher is better). ``allow`` filters labels."""
+        ...
+
+    def save(self, directory: Path) -> None: ...
+
+    def load(self, directory: Path) -> None: ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, label: object) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PendingItem:
+    """A memory that has no vector yet for the active model."""
+
+    label: int
+    actor: str
+    text: str
+    content_hash: str
+    attempts: int
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingStats:
+    count: int
+    oldest_created_at: datetime | None
+    failing: int  # pending items whose last attempt failed
+
+
+@dataclass(frozen=True, slots=True)
+class SalienceParams:
+    """Inputs of the documented salience score (see ``pager.salience``)."""
+
+    now: datetime
+    half_life_days: dict[MemoryType, float]
+    default_half_life_days: float
+    w_recency: float
+    w_importance: float
+    w_strength: float
+    w_access: float
+
+
+class Store(Protocol):
+    """The source of truth: memories, their vectors, and the pending-embedding queue."""
+
+    @property
+    def location(self) -> str: ...
+
+    # -- memories -------------------------------------------------------------------------
+    def put(self, item: NewMemory) -> PutResult: ...
+
+    def put_many(self, items: Sequence[NewMemory]) -> list[PutResult]: ...
+
+    def get(self, actor: str, memory_id: str) -> Memory | None: ...
+
+    def get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]: ...
+
+    def update(self, actor: str, memory_id: str, **changes: object) -> Memory: ...
+
+    def delete(self, actor: str, memory_id: str) -> Memory | None: ...
+
+    def query(
+        self,
+        actor: str,
+        *,
+        types: Sequence[MemoryType] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        sources: Sequence[Source] | None = None,
+        tags: Sequence[str] | None = None,
+        labels: Sequence[int] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        order: str = "newest",
+    ) -> list[Memory]: ...
+
+    def salience(
+        self, actor: str, types: Sequence[MemoryType], params: SalienceParams, limit: int
+    ) -> list[tuple[int, float]]: ...
+
+    def touch(self, actor: str, labels: Sequence[int], when: datetime) -> None: ...
+
+    def counts(self, actor: str) -> dict[str, int]: ...
+
+    # -- vectors --------------------------------------------------------------------------
+    def put_vectors(
+        self, model: str, labels: LabelArray, vectors: FloatMatrix, content_hashes: Sequence[str]
+    ) -> int: ...
+
+    def vectors(self, actor: str, model: str) -> tuple[LabelArray, FloatMatrix]: ...
+
+    def pending(self, actor: str, model: str, limit: int) -> list[PendingItem]: ...
+
+    def pending_stats(self, actor: str, model: str) -> PendingStats: ...
+
+    def record_embed_failure(self, model: str, labels: Sequence[int], error: str) -> None: ...
+
+    def close(self) -> None: ...

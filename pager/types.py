@@ -1,0 +1,131 @@
+"""Plain value types shared by the kernel, the embedders and the indexes.
+
+Nothing in here touches a database, a model or the network, so ``embedders/`` and ``index/`` can
+import it without pulling in the rest of the pager.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Role = Literal["query", "document"]
+FloatMatrix = npt.NDArray[np.float32]
+LabelArray = npt.NDArray[np.int64]
+
+
+class MemoryType(str, enum.Enum):
+    IDENTITY = "identity"
+    RULE = "rule"
+    CONSTRAINT = "constraint"
+    PROFILE = "profile"
+    PREFERENCE = "preference"
+    FACT = "fact"
+    BELIEF = "belief"
+    EVENT = "event"
+    OUTCOME = "outcome"
+    GOAL = "goal"
+    PATTERN = "pattern"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Source(str, enum.Enum):
+    USER = "user"
+    OBSERVED = "observed"
+    LLM = "llm"
+    CONSOLIDATION = "consolidation"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Scope(str, enum.Enum):
+    GLOBAL = "global"
+    PROJECT = "project"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One stored memory, as the store returns it."""
+
+    label: int
+    id: str
+    uri: str
+    actor: str
+    scope: Scope
+    type: MemoryType
+    text: str
+    source: Source
+    confidence: float
+    importance: float
+    strength: float
+    created_at: datetime
+    updated_at: datetime
+    last_accessed_at: datetime
+    access_count: int
+    tags: tuple[str, ...]
+    metadata: Mapping[str, Any]
+    content_hash: str
+    superseded_by: str | None = None
+    valid_until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewMemory:
+    """What a caller asks the store to keep. Validated before it reaches the store."""
+
+    actor: str
+    type: MemoryType
+    text: str
+    scope: Scope = Scope.GLOBAL
+    source: Source = Source.OBSERVED
+    confidence: float = 0.5
+    importance: float = 0.5
+    strength: float = 0.5
+    created_at: datetime | None = None
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    # Optional override of the dedup key (patterns dedup by name → trigger → steps).
+    dedup_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    memory: Memory
+    created: bool  # False when the write was deduplicated onto an existing memory
+
+
+@dataclass(frozen=True, slots=True)
+class LaneHit:
+    """One lane's opinion of one memory: its 1-based rank and raw score in that lane."""
+
+    lane: str
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    """A memory paged into context. ``lanes`` says which lanes found it and how well."""
+
+    uri: str
+    text: str
+    type: MemoryType
+    score: float
+    lanes: Mapping[str, LaneHit]
+    label: int
+    source: Source
+    created_at: datetime
+    tokens: int
+    truncated: bool = False

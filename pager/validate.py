@@ -1,0 +1,146 @@
+"""Input checks that run before anything touches the store, plus uri and time parsing."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from datetime import date, datetime, timezone
+from typing import Any
+
+from .errors import (
+    EmptyText,
+    InvalidActor,
+    InvalidText,
+    InvalidTime,
+    InvalidUri,
+    TextTooLong,
+    UnknownType,
+)
+from .types import MemoryType
+
+_ACTOR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,127}$")
+_URI = re.compile(r"^mem://(?P<actor>[^/]+)/(?P<type>[a-z]+)/(?P<id>[0-9a-f]{16,32})$")
+_WS = re.compile(r"\s+")
+_TRAILING = re.compile(r"[\s.!;,]+$")
+
+
+def check_text(text: object, max_bytes: int, what: str = "text") -> str:
+    if not isinstance(text, str):
+        raise InvalidText(f"{what} must be a str, got {type(text).__name__}; pass the text itself")
+    if not text.strip():
+        raise EmptyText(f"{what} is empty or whitespace only; pass the words to remember")
+    if "\x00" in text:
+        raise InvalidText(f"{what} contains a NUL byte; strip \\x00 characters and try again")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidText(
+            f"{what} contains a lone surrogate at position {exc.start}; "
+            "decode your input with errors='replace' before storing it"
+        ) from exc
+    if size > max_bytes:
+        raise TextTooLong(
+            f"{what} is {size:,} bytes, over the {max_bytes:,}-byte limit "
+            "(PagerConfig.max_text_bytes); split it or store a summary"
+        )
+    return text
+
+
+def check_actor(actor: object) -> str:
+    if not isinstance(actor, str) or not _ACTOR.match(actor) or ".." in actor:
+        shown = actor if not isinstance(actor, str) else actor[:80]
+        raise InvalidActor(
+            f"actor {shown!r} is not usable: use 1-128 characters from letters, digits and ._@:+- "
+            "starting with a letter or digit (no slashes, no '..')"
+        )
+    return actor
+
+
+def check_type(value: object) -> MemoryType:
+    if isinstance(value, MemoryType):
+        return value
+    try:
+        return MemoryType(str(value).strip().lower())
+    except ValueError:
+        known = ", ".join(t.value for t in MemoryType)
+        raise UnknownType(f"unknown memory type {value!r}; use one of: {known}") from None
+
+
+def normalize(text: str) -> str:
+    """Dedup form: NFKC, case-folded, whitespace collapsed, trailing punctuation dropped."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return _TRAILING.sub("", _WS.sub(" ", folded).strip())
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def make_uri(actor: str, type_: MemoryType, memory_id: str) -> str:
+    return f"mem://{actor}/{type_.value}/{memory_id}"
+
+
+def parse_uri(uri: object) -> tuple[str, MemoryType, str]:
+    if not isinstance(uri, str):
+        raise InvalidUri(f"uri must be a str like mem://<actor>/<type>/<id>, got {type(uri).__name__}")
+    m = _URI.match(uri.strip())
+    if not m:
+        raise InvalidUri(
+            f"{uri[:200]!r} is not a memory uri; expected mem://<actor>/<type>/<id> "
+            "as returned by remember_* or shown by `mempager recall`"
+        )
+    return m["actor"], check_type(m["type"]), m["id"]
+
+
+_HUMAN_FORMATS = (
+    "%I:%M %p on %d %B, %Y",  # LoCoMo-style "1:56 pm on 8 May, 2023"
+    "%I:%M %p on %d %b, %Y",
+    "%d %B %Y",
+    "%d %b %Y",
+    "%B %d, %Y",
+    "%b %d, %Y",
+    "%Y/%m/%d %H:%M:%S",
+    "%Y/%m/%d %H:%M",
+    "%Y/%m/%d",
+    "%d/%m/%Y %H:%M",
+    "%m/%d/%Y %H:%M",
+    "%a, %d %b %Y %H:%M:%S",
+)
+
+
+def to_utc(value: datetime) -> datetime:
+    """Aware UTC datetime; a naive one is taken to be UTC already."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def parse_time(value: Any, what: str = "created_at") -> datetime:
+    """ISO-8601 strings, datetimes, dates, epoch seconds and common human log formats."""
+    if isinstance(value, datetime):
+        return to_utc(value)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise InvalidTime(f"{what}={value!r} is not a usable epoch time") from exc
+    if isinstance(value, str):
+        text = value.strip()
+        iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+        try:
+            return to_utc(datetime.fromisoformat(iso))
+        except ValueError:
+            pass
+        squashed = _WS.sub(" ", text)
+        for fmt in _HUMAN_FORMATS:
+            try:
+                return to_utc(datetime.strptime(squashed, fmt))
+            except ValueError:
+                continue
+    raise InvalidTime(
+        f"{what}={value!r} is not a time mempager can read; use ISO-8601 such as "
+        "'2023-05-08T13:56:00' or a datetime"
+    )

@@ -1,0 +1,282 @@
+"""The Pager: pins, page-faults, writes back. It owns no data; the store does."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .config import PagerConfig
+from .errors import InvalidInput, MemoryNotFound, PagerError
+from .fusion import Cut, Fused, fuse, is_current, pack
+from .page import Page, PageReport, SectionTotal, snippet_report
+from .patterns import Pattern
+from .pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
+from .protocols import Embedder
+from .salience import params_from_config
+from .semantic import SemanticLane
+from .store import DuckDBStore
+from .types import Memory, MemoryType, PutResult, Snippet, Source
+from .validate import check_actor, check_text, check_type, parse_time, parse_uri
+from .worker import EmbedWorkers
+from .writeback import WriteBack
+
+log = logging.getLogger("mempager")
+_WORD = re.compile(r"[\w][\w.:/@#+-]*[\w]|[\w]")
+_STOP = frozenset(
+    "a an and are as at be by do for from has have how i in is it me my of on or the to was "
+    "what when where which who why with you your".split()
+)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.casefold()) if w not in _STOP and len(w) > 1}
+
+
+class Pager(WriteBack):
+    def __init__(
+        self,
+        store: DuckDBStore,
+        actor: str,
+        *,
+        config: PagerConfig,
+        embedder: Embedder,
+        embedder_report: Sequence[dict[str, str]] = (),
+        owns_store: bool = True,
+    ) -> None:
+        self.store = store
+        self.actor = check_actor(actor)
+        self.config = config
+        self.embedder_report = list(embedder_report)
+        self._owns_store = owns_store
+        self.semantic = SemanticLane(store, self.actor, embedder)
+        self.semantic.load()
+        self.workers = EmbedWorkers(
+            self.semantic, workers=config.embed_workers, batch_size=config.embed_batch_size
+        )
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def __enter__(self) -> Pager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.workers.stop()
+        if self._owns_store:
+            self.store.close()
+
+    def sync(self, timeout: float | None = None) -> bool:
+        """Wait until every memory has a vector of the active model. False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.workers.notify()
+        while True:
+            if self.store.pending_stats(self.actor, self.semantic.model).count == 0:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def _after_write(self, results: Sequence[PutResult]) -> None:
+        if results:
+            self.workers.notify()
+
+    # -- reads --------------------------------------------------------------------------------
+    def pinned(self, goal: str | None = None) -> str:
+        return self.pinned_block(goal).text
+
+    def pinned_block(self, goal: str | None = None) -> PinnedBlock:
+        now = datetime.now(timezone.utc)
+        if goal is not None:
+            goal = check_text(goal, self.config.max_text_bytes, "goal")
+        else:
+            stored = [m for m in self.store.query(self.actor, types=[MemoryType.GOAL], limit=5)
+                      if is_current(m, now)]
+            goal = stored[0].text if stored else None
+        identities = [m for m in self.store.query(self.actor, types=[MemoryType.IDENTITY], limit=5)
+                      if is_current(m, now)]
+        rules = [m for m in self.store.query(self.actor, types=[MemoryType.RULE], limit=10_000,
+                                             order="oldest") if is_current(m, now)]
+        constraints = hard_constraints(
+            self.store.query(self.actor, types=[MemoryType.CONSTRAINT], limit=10_000, order="oldest"), now
+        )
+        profile_pool = self.store.query(
+            self.actor, types=[MemoryType.PROFILE], limit=self.config.profile_limit * 4
+        )
+        return build_pinned(
+            identity=identities[0] if identities else None,
+            rules=rules,
+            constraints=constraints,
+            profile=select_profile(profile_pool, self.config.profile_limit, now),
+            goal=goal,
+            budget=self.config.pinned_budget_tokens,
+            estimate=self.config.token_estimator,
+        )
+
+    def retrieve(self, query: str, k: int | None = None) -> list[Snippet]:
+        """Page fault: the few memories this turn needs, fused from every lane."""
+        snippets, _, _ = self._retrieve(query, k, self.config.retrieval_budget_tokens, exclude=frozenset())
+        return snippets
+
+    def _lanes(self, query: str) -> dict[str, list[tuple[int, float]]]:
+        depth = self.config.lane_depth
+        lanes: dict[str, list[tuple[int, float]]] = {}
+        try:
+            lanes["semantic"] = self.semantic.search(query, depth)
+        except PagerError as exc:  # a failing embedder degrades retrieval, it does not stop it
+            log.warning("semantic lane skipped for this query: %s", exc)
+        params = params_from_config(self.config, datetime.now(timezone.utc))
+        lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth)
+        return lanes
+
+    def _retrieve(
+        self, query: str, k: int | None, budget: int, exclude: frozenset[str]
+    ) -> tuple[list[Snippet], list[Cut], dict[str, int]]:
+        query = check_text(query, self.config.max_text_bytes, "query")
+        k = self.config.retrieval_top_k if k is None else k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidInput(f"k must be a positive integer, got {k!r}")
+        lanes = self._lanes(query)
+        fused = fuse(lanes, self.config.lane_weights, self.config.rrf_k)
+        memories = self.store.get_many(self.actor, [f.label for f in fused])  # re-check every hit
+        now = datetime.now(timezone.utc)
+        candidates: list[tuple[Memory, Fused]] = []
+        cuts: list[Cut] = []
+        for item in fused:
+            memory = memories.get(item.label)
+            if memory is None:
+                cuts.append(Cut(f"label:{item.label}", "missing", "index hit not in store", item.hits))
+            elif memory.uri in exclude:
+                cuts.append(Cut(memory.uri, "pinned", "already in the pinned block", item.hits))
+            elif not is_current(memory, now):
+                why = f"superseded by {memory.superseded_by}" if memory.superseded_by else "expired"
+                cuts.append(Cut(memory.uri, "superseded", why, item.hits))
+            else:
+                candidates.append((memory, item))
+        snippets, pack_cuts = pack(candidates, k=k, budget=budget, estimate=self.config.token_estimator)
+        return snippets, cuts + pack_cuts, {name: len(hits) for name, hits in lanes.items()}
+
+    def procedural(self, goal: str) -> list[Pattern]:
+        """Proven patterns (coverage ≥ min_pattern_successes) whose trigger matches the goal."""
+        goal = check_text(goal, self.config.max_text_bytes, "goal")
+        goal_words = _words(goal)
+        out = []
+        for memory in self.store.query(self.actor, types=[MemoryType.PATTERN], limit=100_000):
+            pattern = Pattern.from_memory(memory)
+            if pattern.coverage < self.config.min_pattern_successes:
+                continue
+            spec = pattern.spec
+            if goal_words & _words(f"{spec.name} {spec.trigger}"):
+                out.append(pattern)
+        out.sort(key=lambda p: (-p.confidence, -p.coverage, p.memory.label))
+        return out
+
+    def recall_pattern(self, label: str) -> Pattern:
+        wanted = " ".join(label.split()).casefold()
+        for memory in self.store.query(self.actor, types=[MemoryType.PATTERN], limit=100_000):
+            pattern = Pattern.from_memory(memory)
+            if pattern.spec.label.casefold() == wanted:
+                return pattern
+        raise MemoryNotFound(f"no pattern labelled {label!r}; list them with procedural(goal)")
+
+    def recall(
+        self,
+        query: str | None = None,
+        types: Sequence[str | MemoryType] | None = None,
+        since: Any = None,
+        until: Any = None,
+        limit: int = 20,
+        offset: int = 0,
+        *,
+        source: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> list[Memory]:
+        """Deliberate look-up: filters, newest first; every query word must appear."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInput(f"offset must be an integer >= 0, got {offset!r}")
+        kinds = [check_type(t) for t in types] if types else None
+        sources = [Source(s) for s in source] if source else None
+        lo = parse_time(since, "since") if since is not None else None
+        hi = parse_time(until, "until") if until is not None else None
+        if not query:
+            return self.store.query(self.actor, types=kinds, since=lo, until=hi, sources=sources,
+                                    tags=tags, limit=limit, offset=offset)
+        wanted = _words(check_text(query, self.config.max_text_bytes, "query"))
+        rows = self.store.query(self.actor, types=kinds, since=lo, until=hi, sources=sources,
+                                tags=tags, limit=1_000_000)
+        hits = [m for m in rows if wanted <= _words(m.text)]
+        return hits[offset: offset + limit]
+
+    def page(self, goal: str | None, query: str) -> Page:
+        pinned = self.pinned_block(goal)
+        patterns = tuple(self.procedural(goal)) if goal else ()
+        snippets, cuts, sizes = self._retrieve(
+            query, None, self.config.retrieval_budget_tokens,
+            exclude=frozenset(pinned.uris) | frozenset(p.uri for p in patterns),
+        )
+        pattern_tokens = sum(self.config.token_estimator(p.spec.render()) for p in patterns)
+        report = PageReport(
+            goal=goal,
+            query=query,
+            snippets=tuple(snippet_report(s) for s in snippets),
+            cuts=tuple(cuts) + tuple(Cut(u, "budget", "pinned budget reached") for u in pinned.omitted),
+            sections={
+                "pinned": SectionTotal(pinned.tokens, self.config.pinned_budget_tokens, len(pinned.uris)),
+                "patterns": SectionTotal(pattern_tokens, pattern_tokens, len(patterns)),
+                "retrieved": SectionTotal(sum(s.tokens for s in snippets),
+                                          self.config.retrieval_budget_tokens, len(snippets)),
+            },
+            embedder=self.semantic.model,
+            lane_sizes=sizes,
+        )
+        return Page(goal, query, pinned, patterns, tuple(snippets), report)
+
+    # -- forgetting and stats ------------------------------------------------------------------
+    def forget(self, uri: str) -> None:
+        actor, _, memory_id = parse_uri(uri)
+        if actor != self.actor:  # never confirm or deny another actor's memory
+            raise MemoryNotFound(f"no memory {uri} for actor {self.actor!r}")
+        with self.semantic.lock:
+            removed = self.store.delete(self.actor, memory_id)
+            if removed is None:
+                raise MemoryNotFound(f"no memory {uri} for actor {self.actor!r}; it may be forgotten already")
+            self.semantic.remove([removed.label])
+
+    def get(self, uri: str) -> Memory:
+        actor, _, memory_id = parse_uri(uri)
+        memory = self.store.get(self.actor, memory_id) if actor == self.actor else None
+        if memory is None:
+            raise MemoryNotFound(f"no memory {uri} for actor {self.actor!r}")
+        return memory
+
+    def stats(self) -> dict[str, Any]:
+        pending = self.store.pending_stats(self.actor, self.semantic.model)
+        lag = None
+        if pending.oldest_created_at is not None:
+            lag = (datetime.now(timezone.utc) - pending.oldest_created_at).total_seconds()
+        counts = self.store.counts(self.actor)
+        return {
+            "store": self.store.location,
+            "actor": self.actor,
+            "memories": sum(counts.values()),
+            "by_type": counts,
+            "embedder": self.semantic.model,
+            "embedder_candidates": self.embedder_report,
+            "vectors_indexed": len(self.semantic),
+            "pending_embeddings": pending.count,
+            "failing_embeddings": pending.failing,
+            "embedding_lag_seconds": lag,
+            "last_embed_error": self.workers.last_error,
+            "vector_models": self.store.vector_models(self.actor),
+        }

@@ -1,0 +1,111 @@
+"""Fusion of the lanes and packing under a token budget.
+
+Fusion is a union: a memory found by any lane is a candidate, and no lane gates another.
+Candidates are ordered by weighted reciprocal-rank fusion, ties broken by label so the same
+store and query always give the same page. Packing is greedy in that order; what does not make
+it is reported with its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .patterns import PatternSpec
+from .tokens import truncate_tokens
+from .types import LaneHit, Memory, MemoryType, Snippet
+
+# Below this many free tokens a truncated snippet is more noise than signal.
+MIN_TRUNCATED_TOKENS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    label: int
+    score: float
+    hits: Mapping[str, LaneHit]
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """A candidate that did not reach the page, and why."""
+
+    uri: str
+    reason: str  # budget | top_k | dedup | pinned | superseded | missing | decay | below_threshold
+    detail: str
+    lanes: Mapping[str, LaneHit] = field(default_factory=dict)
+
+
+def fuse(
+    lanes: Mapping[str, Sequence[tuple[int, float]]], weights: Mapping[str, float], rrf_k: int
+) -> list[Fused]:
+    scores: dict[int, float] = {}
+    hits: dict[int, dict[str, LaneHit]] = {}
+    for lane in sorted(lanes):
+        weight = weights.get(lane, 1.0)
+        for rank, (label, score) in enumerate(lanes[lane], start=1):
+            if lane in hits.get(label, {}):
+                continue  # a lane that reports a label twice counts it once, at its best rank
+            scores[label] = scores.get(label, 0.0) + weight / (rrf_k + rank)
+            hits.setdefault(label, {})[lane] = LaneHit(lane=lane, rank=rank, score=float(score))
+    order = sorted(scores, key=lambda lab: (-scores[lab], lab))
+    return [Fused(label=lab, score=scores[lab], hits=hits[lab]) for lab in order]
+
+
+def display_text(memory: Memory) -> str:
+    if memory.type is MemoryType.PATTERN:
+        return PatternSpec.decode(memory.text).render()
+    return memory.text
+
+
+def is_current(memory: Memory, now: datetime) -> bool:
+    return memory.superseded_by is None and (memory.valid_until is None or memory.valid_until > now)
+
+
+def pack(
+    candidates: Sequence[tuple[Memory, Fused]],
+    *,
+    k: int,
+    budget: int,
+    estimate: Callable[[str], int],
+) -> tuple[list[Snippet], list[Cut]]:
+    """Greedy packing in fused order; the first snippet that does not fit may be truncated."""
+    snippets: list[Snippet] = []
+    cuts: list[Cut] = []
+    used = 0
+    for memory, fused in candidates:
+        text = display_text(memory)
+        tokens = estimate(text)
+        if len(snippets) >= k:
+            cuts.append(Cut(memory.uri, "top_k", f"already {k} snippets", fused.hits))
+            continue
+        truncated = False
+        if used + tokens > budget:
+            room = budget - used
+            if room < MIN_TRUNCATED_TOKENS or snippets:
+                cuts.append(
+                    Cut(memory.uri, "budget", f"needs {tokens} tokens, {room} left", fused.hits)
+                )
+                continue
+            text = truncate_tokens(text, room)
+            tokens, truncated = estimate(text), True
+            if not text:
+                cuts.append(Cut(memory.uri, "budget", f"{room} tokens cannot hold it", fused.hits))
+                continue
+        used += tokens
+        snippets.append(
+            Snippet(
+                uri=memory.uri,
+                text=text,
+                type=memory.type,
+                score=fused.score,
+                lanes=fused.hits,
+                label=memory.label,
+                source=memory.source,
+                created_at=memory.created_at,
+                tokens=tokens,
+                truncated=truncated,
+            )
+        )
+    return snippets, cuts

@@ -1,0 +1,385 @@
+"""The DuckDB store: the embedded default and the only source of truth.
+
+One file per store. Every write is one transaction, durable (DuckDB's WAL) when the call
+returns. Reads never write. Memories of one actor are never returned for another.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidInput, MemoryNotFound, StoreError
+from .migrations import migrate
+from .protocols import SalienceParams
+from .store_base import MEMORY_COLUMNS, DuckBase, naive_utc, row_to_memory
+from .store_vectors import VectorsMixin
+from .types import Memory, MemoryType, NewMemory, PutResult, Source
+from .validate import content_hash, make_uri, normalize, to_utc
+
+_UPDATABLE = {
+    "text", "strength", "confidence", "importance", "metadata", "tags", "superseded_by",
+    "valid_until", "dedup_key", "access_count", "last_accessed_at", "source",
+}
+
+
+_NEXTVAL = "SELECT nextval('memory_{}_seq') FROM range(?)"
+
+
+def dedup_key_of(item: NewMemory) -> str:
+    if item.dedup_key is not None:
+        return item.dedup_key
+    key = normalize(item.text)
+    if item.type is MemoryType.EVENT and item.created_at is not None:
+        # The same words said at two different times are two events, not one.
+        key = f"{key}\x1f{naive_utc(item.created_at).isoformat()}"
+    return content_hash(key)
+
+
+def _object_array(values: Sequence[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        out[i] = value
+    return out
+
+
+class DuckDBStore(VectorsMixin, DuckBase):
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
+        path = Path(path)
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(str(path), read_only=read_only)
+        if not read_only:
+            with self._write_lock:
+                migrate(self._con(), self._path)
+                self._ensure_store_id()
+        rows = self._fetch("SELECT value FROM store_meta WHERE key = 'store_id'")
+        self.store_id: str = rows[0][0] if rows else ""
+
+    def _ensure_store_id(self) -> None:
+        with self._tx() as con:
+            con.execute(
+                "INSERT INTO store_meta VALUES ('store_id', ?) ON CONFLICT DO NOTHING", [uuid.uuid4().hex]
+            )
+
+    # -- writes ---------------------------------------------------------------------------
+    def put(self, item: NewMemory) -> PutResult:
+        return self.put_many([item])[0]
+
+    def put_many(self, items: Sequence[NewMemory]) -> list[PutResult]:
+        if not items:
+            return []
+        now = naive_utc(datetime.now(timezone.utc))
+        keys = [dedup_key_of(it) for it in items]
+        with self._tx() as con:
+            existing = self._existing(con, items, keys)
+            first: dict[tuple[str, str, str], int] = {}
+            fresh: list[int] = []
+            for i, (it, key) in enumerate(zip(items, keys)):
+                k = (it.actor, it.type.value, key)
+                if k not in existing and k not in first:
+                    first[k] = i
+                    fresh.append(i)
+            fresh_set = set(fresh)
+            ids = [secrets.token_hex(8) for _ in fresh]
+            bumps = [(it, key) for i, (it, key) in enumerate(zip(items, keys)) if i not in fresh_set]
+            labels = self._insert(con, [items[i] for i in fresh], [keys[i] for i in fresh], ids, now)
+            if bumps:
+                self._bump(con, bumps, now)
+        fresh_set = set(fresh)
+        built = {labels[j]: self._as_memory(items[i], keys[i], labels[j], ids[j], now)
+                 for j, i in enumerate(fresh)}
+        all_labels = {**existing}
+        all_labels.update({(items[i].actor, items[i].type.value, keys[i]): labels[j] for j, i in enumerate(fresh)})
+        stale: dict[str, list[int]] = {}  # memories that changed in this call: read them back
+        for i, (it, key) in enumerate(zip(items, keys)):
+            lab = all_labels[(it.actor, it.type.value, key)]
+            if i not in fresh_set:
+                stale.setdefault(it.actor, []).append(lab)
+        loaded: dict[int, Memory] = dict(built)
+        for actor, labs in stale.items():
+            loaded.update(self.get_many(actor, labs))
+        return [
+            PutResult(memory=loaded[all_labels[(it.actor, it.type.value, key)]], created=i in fresh_set)
+            for i, (it, key) in enumerate(zip(items, keys))
+        ]
+
+    @staticmethod
+    def _as_memory(item: NewMemory, key: str, label: int, mid: str, now: datetime) -> Memory:
+        stamp = now.replace(tzinfo=timezone.utc)
+        created = to_utc(item.created_at) if item.created_at else stamp
+        return Memory(
+            label=label, id=mid, uri=make_uri(item.actor, item.type, mid), actor=item.actor,
+            scope=item.scope, type=item.type, text=item.text, source=item.source,
+            confidence=float(item.confidence), importance=float(item.importance),
+            strength=float(item.strength), created_at=created,
+            updated_at=stamp, last_accessed_at=stamp, access_count=0, tags=tuple(item.tags),
+            metadata=json.loads(json.dumps(dict(item.metadata), sort_keys=True)),
+            content_hash=content_hash(item.text),
+        )
+
+    def _existing(
+        self, con: Any, items: Sequence[NewMemory], keys: list[str]
+    ) -> dict[tuple[str, str, str], int]:
+        if len(items) == 1:  # a point lookup uses the dedup index; a join would scan
+            it = items[0]
+            rows = con.execute(
+                "SELECT min(label) FROM memories WHERE dedup_key = ? AND actor = ? AND type = ?",
+                [keys[0], it.actor, it.type.value],
+            ).fetchall()
+            found = rows[0][0]
+            return {} if found is None else {(it.actor, it.type.value, keys[0]): int(found)}
+        batch = {  # noqa: F841 - read by DuckDB's replacement scan
+            "actor": np.array([it.actor for it in items], dtype=object),
+            "type": np.array([it.type.value for it in items], dtype=object),
+            "dedup_key": np.array(keys, dtype=object),
+        }
+        rows = con.execute(
+            "SELECT m.actor, m.type, m.dedup_key, min(m.label) FROM memories m "
+            "JOIN (SELECT DISTINCT * FROM batch) b "
+            "ON m.actor = b.actor AND m.type = b.type AND m.dedup_key = b.dedup_key "
+            "GROUP BY ALL"
+        ).fetchall()
+        return {(a, t, k): int(lab) for a, t, k, lab in rows}
+
+    def _insert(
+        self, con: Any, items: list[NewMemory], keys: list[str], ids: list[str], now: datetime
+    ) -> list[int]:
+        if not items:
+            return []
+        if len(items) == 1:
+            return [self._insert_one(con, items[0], keys[0], ids[0], now)]
+        n = len(items)
+        labels = [int(r[0]) for r in con.execute(_NEXTVAL.format("label"), [n]).fetchall()]
+        revs = [int(r[0]) for r in con.execute(_NEXTVAL.format("rev"), [n]).fetchall()]
+        created = [naive_utc(it.created_at) if it.created_at else now for it in items]
+        batch = {  # noqa: F841 - read by DuckDB's replacement scan
+            "label": np.array(labels, dtype=np.int64),
+            "id": np.array(ids, dtype=object),
+            "actor": np.array([it.actor for it in items], dtype=object),
+            "scope": np.array([it.scope.value for it in items], dtype=object),
+            "type": np.array([it.type.value for it in items], dtype=object),
+            "text": np.array([it.text for it in items], dtype=object),
+            "source": np.array([it.source.value for it in items], dtype=object),
+            "confidence": np.array([it.confidence for it in items], dtype=np.float64),
+            "importance": np.array([it.importance for it in items], dtype=np.float64),
+            "strength": np.array([it.strength for it in items], dtype=np.float64),
+            "created_at": np.array(created, dtype="datetime64[us]"),
+            "tags": _object_array([list(it.tags) for it in items]),
+            "metadata": np.array([json.dumps(dict(it.metadata), sort_keys=True) for it in items], dtype=object),
+            "content_hash": np.array([content_hash(it.text) for it in items], dtype=object),
+            "dedup_key": np.array(keys, dtype=object),
+            "rev": np.array(revs, dtype=np.int64),
+        }
+        con.execute(
+            "INSERT INTO memories (label, id, actor, scope, type, text, source, confidence, importance,"
+            " strength, created_at, updated_at, last_accessed_at, written_at, access_count, tags,"
+            " metadata, content_hash, dedup_key, superseded_by, valid_until, rev) "
+            "SELECT label, id, actor, scope, type, text, source, confidence, importance, strength,"
+            " created_at, ?, ?, ?, 0, tags, metadata, content_hash, dedup_key, NULL, NULL, rev FROM batch",
+            [now, now, now],
+        )
+        return labels
+
+    def _insert_one(self, con: Any, it: NewMemory, key: str, mid: str, now: datetime) -> int:
+        row = con.execute(
+            "INSERT INTO memories (label, id, actor, scope, type, text, source, confidence, importance,"
+            " strength, created_at, updated_at, last_accessed_at, written_at, access_count, tags,"
+            " metadata, content_hash, dedup_key, superseded_by, valid_until, rev) VALUES ("
+            "nextval('memory_label_seq'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, NULL, NULL,"
+            " nextval('memory_rev_seq')) RETURNING label",
+            [
+                mid, it.actor, it.scope.value, it.type.value, it.text, it.source.value, it.confidence,
+                it.importance, it.strength, naive_utc(it.created_at) if it.created_at else now, now, now,
+                now, list(it.tags), json.dumps(dict(it.metadata), sort_keys=True),
+                content_hash(it.text), key,
+            ],
+        ).fetchall()
+        return int(row[0][0])
+
+    def _bump(self, con: Any, bumps: list[tuple[NewMemory, str]], now: datetime) -> None:
+        """A repeated write reinforces the memory it repeats instead of copying it."""
+        for it, key in bumps:
+            con.execute(
+                "UPDATE memories SET strength = strength + 0.1 * (1 - strength),"
+                " importance = greatest(importance, ?), confidence = greatest(confidence, ?),"
+                " access_count = access_count + 1, last_accessed_at = ?, updated_at = ?"
+                " WHERE actor = ? AND type = ? AND dedup_key = ?",
+                [it.importance, it.confidence, now, now, it.actor, it.type.value, key],
+            )
+
+    def update(self, actor: str, memory_id: str, **changes: object) -> Memory:
+        unknown = set(changes) - _UPDATABLE
+        if unknown:
+            raise InvalidInput(f"cannot update {sorted(unknown)}; updatable fields: {sorted(_UPDATABLE)}")
+        now = naive_utc(datetime.now(timezone.utc))
+        sets: list[str] = ["updated_at = ?"]
+        params: list[Any] = [now]
+        for name, value in changes.items():
+            if name == "metadata":
+                value = json.dumps(dict(value), sort_keys=True)  # type: ignore[call-overload]
+            elif name == "tags":
+                value = list(value)  # type: ignore[call-overload]
+            elif name == "source" and isinstance(value, Source):
+                value = value.value
+            elif isinstance(value, datetime):
+                value = naive_utc(value)
+            sets.append(f"{name} = ?")
+            params.append(value)
+        if "text" in changes:
+            text = str(changes["text"])
+            sets += ["content_hash = ?", "rev = nextval('memory_rev_seq')"]
+            params.append(content_hash(text))
+        with self._tx() as con:
+            row = con.execute(
+                f"UPDATE memories SET {', '.join(sets)} WHERE actor = ? AND id = ? RETURNING label",
+                [*params, actor, memory_id],
+            ).fetchall()
+            if not row:
+                raise MemoryNotFound(f"no memory {memory_id!r} for actor {actor!r}")
+            if "text" in changes:  # the old vectors describe text that no longer exists
+                con.execute("DELETE FROM vectors WHERE label = ?", [row[0][0]])
+                con.execute("DELETE FROM embed_failures WHERE label = ?", [row[0][0]])
+        got = self.get(actor, memory_id)
+        if got is None:  # pragma: no cover - we hold the only writer
+            raise StoreError(f"memory {memory_id} vanished during update")
+        return got
+
+    def delete(self, actor: str, memory_id: str) -> Memory | None:
+        """Hard delete of the memory and every vector made from it."""
+        with self._tx() as con:
+            rows = con.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id = ?", [actor, memory_id]
+            ).fetchall()
+            if not rows:
+                return None
+            label = rows[0][0]
+            con.execute("DELETE FROM vectors WHERE label = ?", [label])
+            con.execute("DELETE FROM embed_failures WHERE label = ?", [label])
+            con.execute("DELETE FROM memories WHERE label = ?", [label])
+        return row_to_memory(rows[0])
+
+    def checkpoint(self) -> None:
+        with self._write_lock:
+            self._fetch("CHECKPOINT")
+
+    # -- reads ----------------------------------------------------------------------------
+    def get(self, actor: str, memory_id: str) -> Memory | None:
+        rows = self._fetch(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id = ?", [actor, memory_id]
+        )
+        return row_to_memory(rows[0]) if rows else None
+
+    def find(self, actor: str, type_: MemoryType, dedup_key: str) -> Memory | None:
+        rows = self._fetch(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE dedup_key = ? AND actor = ? AND type = ?"
+            " ORDER BY label LIMIT 1",
+            [dedup_key, actor, type_.value],
+        )
+        return row_to_memory(rows[0]) if rows else None
+
+    def get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
+        if not len(labels):
+            return {}
+        rows = self._fetch(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND label IN (SELECT unnest(?))",
+            [actor, [int(x) for x in labels]],
+        )
+        return {int(r[0]): row_to_memory(r) for r in rows}
+
+    def query(
+        self,
+        actor: str,
+        *,
+        types: Sequence[MemoryType] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        sources: Sequence[Source] | None = None,
+        tags: Sequence[str] | None = None,
+        labels: Sequence[int] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        order: str = "newest",
+    ) -> list[Memory]:
+        where, params = ["actor = ?"], [actor]
+        if types:
+            where.append("type IN (SELECT unnest(?))")
+            params.append([t.value for t in types])
+        if since is not None:
+            where.append("created_at >= ?")
+            params.append(naive_utc(since))
+        if until is not None:
+            where.append("created_at < ?")
+            params.append(naive_utc(until))
+        if sources:
+            where.append("source IN (SELECT unnest(?))")
+            params.append([s.value for s in sources])
+        if tags:
+            where.append("list_has_all(tags, ?)")
+            params.append(list(tags))
+        if labels is not None:
+            where.append("label IN (SELECT unnest(?))")
+            params.append([int(x) for x in labels])
+        orders = {
+            "newest": "created_at DESC, label DESC",
+            "oldest": "created_at ASC, label ASC",
+            "strongest": "strength DESC, confidence DESC, created_at DESC, label DESC",
+        }
+        if order not in orders:
+            raise InvalidInput(f"order must be one of {sorted(orders)}, got {order!r}")
+        rows = self._fetch(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
+            f"ORDER BY {orders[order]} LIMIT ? OFFSET ?",
+            [*params, int(limit), int(offset)],
+        )
+        return [row_to_memory(r) for r in rows]
+
+    def salience(
+        self, actor: str, types: Sequence[MemoryType], params: SalienceParams, limit: int
+    ) -> list[tuple[int, float]]:
+        """The salience score of ``pager.salience.salience_score``, computed in SQL."""
+        half = " ".join(
+            f"WHEN '{t.value}' THEN {float(params.half_life_days.get(t, params.default_half_life_days))}"
+            for t in MemoryType
+        )
+        rows = self._fetch(
+            "SELECT label, "
+            f"? * pow(0.5, greatest(0, date_diff('second', created_at, ?::TIMESTAMP)) / 86400.0"
+            f" / (CASE type {half} ELSE {float(params.default_half_life_days)} END))"
+            " + ? * importance + ? * strength * confidence"
+            " + ? * access_count / (access_count + 5.0) AS score "
+            "FROM memories WHERE actor = ? AND type IN (SELECT unnest(?)) AND superseded_by IS NULL"
+            " AND (valid_until IS NULL OR valid_until > ?::TIMESTAMP) "
+            "ORDER BY score DESC, label DESC LIMIT ?",
+            [
+                params.w_recency, naive_utc(params.now), params.w_importance, params.w_strength,
+                params.w_access, actor, [t.value for t in types], naive_utc(params.now), int(limit),
+            ],
+        )
+        return [(int(label), float(score)) for label, score in rows]
+
+    def counts(self, actor: str) -> dict[str, int]:
+        rows = self._fetch(
+            "SELECT type, count(*) FROM memories WHERE actor = ? GROUP BY type ORDER BY type", [actor]
+        )
+        return {t: int(c) for t, c in rows}
+
+    def actors(self) -> list[str]:
+        return [r[0] for r in self._fetch("SELECT DISTINCT actor FROM memories ORDER BY actor")]
+
+    def touch(self, actor: str, labels: Sequence[int], when: datetime) -> None:
+        if not labels:
+            return
+        with self._tx() as con:
+            con.execute(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ?"
+                " WHERE actor = ? AND label IN (SELECT unnest(?))",
+                [naive_utc(when), actor, [int(x) for x in labels]],
+            )

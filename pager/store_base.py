@@ -1,0 +1,147 @@
+"""Connection handling, error translation and row decoding shared by the DuckDB store parts."""
+
+from __future__ import annotations
+
+import errno
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+import duckdb
+
+from .errors import StoreError, StoreFull, StoreLocked
+from .types import Memory, MemoryType, Scope, Source
+from .validate import make_uri
+
+MEMORY_COLUMNS = (
+    "label, id, actor, scope, type, text, source, confidence, importance, strength, created_at, "
+    "updated_at, last_accessed_at, access_count, tags, metadata, content_hash, superseded_by, "
+    "valid_until"
+)
+
+
+def naive_utc(value: datetime) -> datetime:
+    """DuckDB TIMESTAMP columns hold naive UTC."""
+    if value.tzinfo is None:
+        return value
+    return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def aware(value: datetime | None) -> datetime | None:
+    return None if value is None else value.replace(tzinfo=timezone.utc)
+
+
+def row_to_memory(row: tuple[Any, ...]) -> Memory:
+    (label, mid, actor, scope, type_, text, source, confidence, importance, strength, created,
+     updated, accessed, access_count, tags, metadata, chash, superseded, valid_until) = row
+    mtype = MemoryType(type_)
+    return Memory(
+        label=int(label),
+        id=mid,
+        uri=make_uri(actor, mtype, mid),
+        actor=actor,
+        scope=Scope(scope),
+        type=mtype,
+        text=text,
+        source=Source(source),
+        confidence=float(confidence),
+        importance=float(importance),
+        strength=float(strength),
+        created_at=created.replace(tzinfo=timezone.utc),
+        updated_at=updated.replace(tzinfo=timezone.utc),
+        last_accessed_at=accessed.replace(tzinfo=timezone.utc),
+        access_count=int(access_count),
+        tags=tuple(tags or ()),
+        metadata=json.loads(metadata),
+        content_hash=chash,
+        superseded_by=superseded,
+        valid_until=aware(valid_until),
+    )
+
+
+def translate(exc: Exception, location: str) -> StoreError:
+    """One place where DuckDB's errors become ours."""
+    text = str(exc)
+    if "Could not set lock" in text or "Conflicting lock" in text:
+        return StoreLocked(
+            f"{location} is open for writing in another process ({text.split('held in')[-1].strip()}); "
+            "close that process (or its Pager) first, or give this one its own store file"
+        )
+    no_space = isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+    if no_space or "No space left on device" in text or "ENOSPC" in text:
+        return StoreFull(
+            f"the disk under {location} is full; free space and retry the write. "
+            "Every write acknowledged before this one is kept"
+        )
+    return StoreError(f"store {location} failed: {text}")
+
+
+class DuckBase:
+    """Owns the DuckDB database object; one cursor per thread; writes serialised by one lock."""
+
+    def __init__(self, path: str, read_only: bool = False) -> None:
+        self._path = path
+        self._read_only = read_only
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._closed = False
+        try:
+            self._db = duckdb.connect(path, read_only=read_only)
+        except duckdb.Error as exc:
+            raise translate(exc, path) from exc
+
+    @property
+    def location(self) -> str:
+        return self._path
+
+    def _con(self) -> Any:
+        if self._closed:
+            raise StoreError(f"store {self._path} is closed; open it again with pager.open()")
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._db.cursor()
+            self._local.con = con
+        return con
+
+    def _fetch(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        try:
+            return self._con().execute(sql, params or []).fetchall()  # type: ignore[no-any-return]
+        except duckdb.Error as exc:
+            raise translate(exc, self._path) from exc
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        """A write transaction; rolls back and re-raises the original error untouched."""
+        with self._write_lock:
+            con = self._con()
+            try:
+                con.execute("BEGIN TRANSACTION")
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc
+            try:
+                yield con
+            except BaseException as exc:
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error as rollback_exc:
+                    raise translate(rollback_exc, self._path) from exc
+                if isinstance(exc, duckdb.Error):
+                    raise translate(exc, self._path) from exc
+                raise
+            try:
+                con.execute("COMMIT")
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        with self._write_lock:
+            self._closed = True
+            try:
+                self._db.close()
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc

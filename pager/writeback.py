@@ -1,0 +1,190 @@
+"""Typed write-back helpers: what the agent learned, durable when the call returns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .config import PagerConfig
+from .errors import InvalidInput
+from .patterns import PatternSpec
+from .protocols import Store
+from .types import Memory, MemoryType, NewMemory, PutResult, Scope, Source
+from .validate import check_text, check_type, parse_time
+
+OUTCOMES = ("success", "failure", "partial", "unknown")
+CONSTRAINT_STRENGTHS = ("hard", "soft")
+_ITEM_KEYS = {
+    "type", "text", "created_at", "tags", "metadata", "importance", "confidence", "strength",
+    "source", "scope",
+}
+
+
+def _unit(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise InvalidInput(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _tags(tags: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(tags, str):
+        raise InvalidInput(f"tags must be a list of strings, got the string {tags!r}; wrap it: [{tags!r}]")
+    out = tuple(tags)
+    for tag in out:
+        if not isinstance(tag, str) or not tag.strip() or "\x00" in tag or len(tag) > 200:
+            raise InvalidInput(f"tag {tag!r} is not usable: non-empty text up to 200 characters")
+    return out
+
+
+class WriteBack:
+    """Mixed into ``Pager``; needs ``store``, ``actor``, ``config`` and ``_after_write``."""
+
+    store: Store
+    actor: str
+    config: PagerConfig
+
+    def _after_write(self, results: Sequence[PutResult]) -> None:  # pragma: no cover - Pager
+        raise NotImplementedError
+
+    def _new(self, type_: object, text: object, **fields: Any) -> NewMemory:
+        mtype = check_type(type_)
+        body = check_text(text, self.config.max_text_bytes)
+        for name in ("importance", "confidence", "strength"):
+            if name in fields:
+                fields[name] = _unit(name, fields[name])
+        if "tags" in fields:
+            fields["tags"] = _tags(fields["tags"])
+        if fields.get("created_at") is not None:
+            fields["created_at"] = parse_time(fields["created_at"])
+        if "metadata" in fields and not isinstance(fields["metadata"], Mapping):
+            raise InvalidInput(f"metadata must be a mapping, got {type(fields['metadata']).__name__}")
+        for name, enum in (("source", Source), ("scope", Scope)):
+            if name in fields and not isinstance(fields[name], enum):
+                try:
+                    fields[name] = enum(fields[name])
+                except ValueError:
+                    allowed = ", ".join(e.value for e in enum)
+                    raise InvalidInput(f"{name} must be one of {allowed}, got {fields[name]!r}") from None
+        return NewMemory(actor=self.actor, type=mtype, text=body, **fields)
+
+    def _put(self, item: NewMemory) -> str:
+        result = self.store.put(item)
+        self._after_write([result])
+        return result.memory.uri
+
+    def remember(self, type: str | MemoryType, text: str, **fields: Any) -> str:
+        """Store any memory type; returns its uri (an existing uri when deduplicated)."""
+        return self._put(self._new(type, text, **fields))
+
+    def remember_fact(self, text: str, **fields: Any) -> str:
+        return self._put(self._new(MemoryType.FACT, text, **fields))
+
+    def remember_user_fact(self, text: str, **fields: Any) -> str:
+        """A durable fact about the user: pinned in the profile section, deduped by statement."""
+        return self._put(self._new(MemoryType.PROFILE, text, **fields))
+
+    def record_outcome(
+        self, summary: str, outcome: str, intent_ref: str | None = None, **fields: Any
+    ) -> str:
+        if outcome not in OUTCOMES:
+            raise InvalidInput(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+        body = check_text(summary, self.config.max_text_bytes, "summary")
+        meta = {**dict(fields.pop("metadata", {}) or {}), "outcome": outcome, "intent_ref": intent_ref}
+        text = f"{body.strip()} — outcome: {outcome}"
+        return self._put(self._new(MemoryType.OUTCOME, text, metadata=meta, **fields))
+
+    def remember_many(self, items: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Batch write (columnar insert). Every item is validated before anything is stored."""
+        if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+            raise InvalidInput("remember_many takes a list of dicts like {'type': 'event', 'text': '...'}")
+        built: list[NewMemory] = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise InvalidInput(f"item {i} must be a dict, got {type(item).__name__}")
+            unknown = set(item) - _ITEM_KEYS
+            if unknown:
+                raise InvalidInput(f"item {i} has unknown keys {sorted(unknown)}; allowed: {sorted(_ITEM_KEYS)}")
+            fields = {k: v for k, v in item.items() if k not in ("type", "text")}
+            try:
+                built.append(self._new(item.get("type", MemoryType.FACT), item.get("text"), **fields))
+            except InvalidInput as exc:
+                raise type(exc)(f"item {i}: {exc}") from exc
+        results = self.store.put_many(built)
+        self._after_write(results)
+        return [r.memory.uri for r in results]
+
+    # -- pinned material --------------------------------------------------------------------
+    def set_identity(self, text: str) -> str:
+        return self._set_single(MemoryType.IDENTITY, text)
+
+    def set_goal(self, text: str) -> str:
+        return self._set_single(MemoryType.GOAL, text)
+
+    def add_rule(self, text: str) -> str:
+        return self._put(self._new(MemoryType.RULE, text, source=Source.USER, importance=1.0))
+
+    def add_constraint(self, text: str, strength: str = "hard") -> str:
+        if strength not in CONSTRAINT_STRENGTHS:
+            raise InvalidInput(f"constraint strength must be 'hard' or 'soft', got {strength!r}")
+        return self._put(
+            self._new(MemoryType.CONSTRAINT, text, source=Source.USER, importance=1.0,
+                      metadata={"strength": strength})
+        )
+
+    def _set_single(self, mtype: MemoryType, text: str) -> str:
+        """Identity and goal: the newest one is in force; older ones are marked superseded."""
+        result = self.store.put(self._new(mtype, text, source=Source.USER, importance=1.0))
+        current = result.memory
+        for other in self.store.query(self.actor, types=[mtype], limit=1_000_000):
+            if other.label != current.label and other.superseded_by is None:
+                self.store.update(self.actor, other.id, superseded_by=current.uri)
+        if current.superseded_by is not None:  # set back to an earlier value
+            self.store.update(self.actor, current.id, superseded_by=None)
+        self._after_write([result])
+        return current.uri
+
+    # -- procedural -------------------------------------------------------------------------
+    def write_pattern(
+        self, spec: PatternSpec, strength: float = 0.5, coverage: int = 1, derived_from: Sequence[str] = ()
+    ) -> str:
+        if not isinstance(spec, PatternSpec):
+            raise InvalidInput(f"spec must be a PatternSpec, got {type(spec).__name__}")
+        if isinstance(coverage, bool) or not isinstance(coverage, int) or coverage < 0:
+            raise InvalidInput(f"coverage must be an integer >= 0, got {coverage!r}")
+        item = self._new(
+            MemoryType.PATTERN, spec.encode(), strength=strength, confidence=strength,
+            metadata={"coverage": coverage, "derived_from": list(derived_from)},
+        )
+        result = self.store.put(NewMemory(**{**_fields(item), "dedup_key": spec.dedup_key()}))
+        if not result.created:  # an explicit write states the pattern as given
+            self.store.update(
+                self.actor, result.memory.id, text=spec.encode(), strength=item.strength,
+                confidence=item.confidence, metadata=item.metadata,
+            )
+        self._after_write([result])
+        return result.memory.uri
+
+    def reinforce_pattern(self, spec: PatternSpec, derived_from: Sequence[str] = ()) -> str:
+        """Another success: coverage +1 and strength nudged up (dedup: name → trigger → steps)."""
+        if not isinstance(spec, PatternSpec):
+            raise InvalidInput(f"spec must be a PatternSpec, got {type(spec).__name__}")
+        existing = self._find_pattern(spec)
+        if existing is None:
+            return self.write_pattern(spec, strength=0.5, coverage=1, derived_from=derived_from)
+        meta = dict(existing.metadata)
+        meta["coverage"] = int(meta.get("coverage", 0)) + 1
+        meta["derived_from"] = sorted(set(meta.get("derived_from", [])) | set(derived_from))
+        nudged = existing.strength + 0.1 * (1.0 - existing.strength)
+        updated = self.store.update(
+            self.actor, existing.id, text=spec.encode(), strength=nudged,
+            confidence=max(existing.confidence, nudged), metadata=meta,
+        )
+        self._after_write([PutResult(updated, created=False)])
+        return updated.uri
+
+    def _find_pattern(self, spec: PatternSpec) -> Memory | None:
+        return self.store.find(self.actor, MemoryType.PATTERN, spec.dedup_key())
+
+
+def _fields(item: NewMemory) -> dict[str, Any]:
+    return {name: getattr(item, name) for name in NewMemory.__dataclass_fields__}

@@ -25,8 +25,9 @@ $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
+# STORE=path puts the demo store elsewhere (the tests use a temp dir).
 run: install
-	$(VENV)/bin/mempager demo
+	$(VENV)/bin/mempager demo $(if $(STORE),--store $(STORE))
 
 # pytest exits 5 when it collected nothing; that is a failure here, never a green run.
 test: install-dev

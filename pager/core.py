@@ -6,6 +6,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from .salience import params_from_config
 from .semantic import SemanticLane
 from .store import DuckDBStore
 from .types import Memory, MemoryType, PutResult, Snippet, Source
-from .validate import check_actor, check_text, check_type, parse_time, parse_uri
+from .validate import check_actor, check_text, check_type, normalize, parse_time, parse_uri
 from .worker import EmbedWorkers
 from .writeback import WriteBack
 
@@ -98,10 +99,12 @@ class Pager(WriteBack):
         now = datetime.now(timezone.utc)
         if goal is not None:
             goal = check_text(goal, self.config.max_text_bytes, "goal")
-        else:
-            stored = [m for m in self.store.query(self.actor, types=[MemoryType.GOAL], limit=5)
-                      if is_current(m, now)]
-            goal = stored[0].text if stored else None
+        stored = [m for m in self.store.query(self.actor, types=[MemoryType.GOAL], limit=5)
+                  if is_current(m, now)]
+        if goal is None and stored:
+            goal = stored[0].text
+        # the stored goal that is being pinned must not come back as a retrieved snippet
+        goal_uris = [m.uri for m in stored if goal is not None and normalize(m.text) == normalize(goal)]
         identities = [m for m in self.store.query(self.actor, types=[MemoryType.IDENTITY], limit=5)
                       if is_current(m, now)]
         rules = [m for m in self.store.query(self.actor, types=[MemoryType.RULE], limit=10_000,
@@ -112,7 +115,7 @@ class Pager(WriteBack):
         profile_pool = self.store.query(
             self.actor, types=[MemoryType.PROFILE], limit=self.config.profile_limit * 4
         )
-        return build_pinned(
+        block = build_pinned(
             identity=identities[0] if identities else None,
             rules=rules,
             constraints=constraints,
@@ -121,6 +124,9 @@ class Pager(WriteBack):
             budget=self.config.pinned_budget_tokens,
             estimate=self.config.token_estimator,
         )
+        if goal_uris and goal is not None and goal.strip():
+            block = replace(block, uris=block.uris + tuple(goal_uris))
+        return block
 
     def retrieve(self, query: str, k: int | None = None) -> list[Snippet]:
         """Page fault: the few memories this turn needs, fused from every lane."""

@@ -59,6 +59,14 @@ class PatternSpec:
             basis = "steps:" + "\x1f".join(normalize(s) for s in self.steps)
         return content_hash("pattern\x1f" + basis)
 
+    def merged_with(self, newer: PatternSpec) -> PatternSpec:
+        """The newer distillation wins field by field; fields it leaves empty keep what we knew."""
+        return PatternSpec(
+            name=newer.name or self.name,
+            trigger=newer.trigger or self.trigger,
+            **{name: getattr(newer, name) or getattr(self, name) for name in _LIST_FIELDS},
+        )
+
     def encode(self) -> str:
         body = {
             "name": self.name,

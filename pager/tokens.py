@@ -12,6 +12,7 @@ TRUNCATION_MARKER = " …[truncated]"
 
 _HEX = re.compile(r"^(0x)?[0-9a-fA-F]{8,}$")
 _PATHLIKE = re.compile(r"[/\\]|^[a-zA-Z][a-zA-Z0-9+.-]*://")
+_LONG_RUN = 40  # an unbroken run longer than this is prose without spaces, not a word
 _DIGITS = re.compile(r"\d")
 _ALPHA = re.compile(r"[A-Za-z]")
 
@@ -64,7 +65,7 @@ def truncate_tokens(text: str, max_tokens: int, marker: str = TRUNCATION_MARKER)
         whole = text[boundary + 1 :].split(None, 1)[0] if text[boundary + 1 :] else ""
         if boundary >= 0:
             head = head[:boundary]
-        elif is_high_entropy(whole) or is_high_entropy(partial):
+        elif is_high_entropy(whole) or is_high_entropy(partial) or len(whole) <= _LONG_RUN:
             head = ""
-        # else: one long ordinary run with no spaces (e.g. CJK): a byte-safe cut is fine
+        # else: one long ordinary run with no spaces (e.g. CJK prose): a code-point-safe cut
     return head.rstrip() + marker

@@ -175,8 +175,9 @@ class WriteBack:
         meta["coverage"] = int(meta.get("coverage", 0)) + 1
         meta["derived_from"] = sorted(set(meta.get("derived_from", [])) | set(derived_from))
         nudged = existing.strength + 0.1 * (1.0 - existing.strength)
+        merged = PatternSpec.decode(existing.text).merged_with(spec)
         updated = self.store.update(
-            self.actor, existing.id, text=spec.encode(), strength=nudged,
+            self.actor, existing.id, text=merged.encode(), strength=nudged,
             confidence=max(existing.confidence, nudged), metadata=meta,
         )
         self._after_write([PutResult(updated, created=False)])

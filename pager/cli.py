@@ -1,0 +1,162 @@
+"""The ``mempager`` command line. User mistakes print one clear line and exit non-zero."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, is_dataclass
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from .config import EMBEDDER_CHOICES, PagerConfig
+from .errors import PagerError
+
+DEFAULT_STORE = ".mempager/store.duckdb"
+EXIT_USER_ERROR = 2
+
+
+def _jsonable(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(asdict(value))
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(_jsonable(value), indent=2, ensure_ascii=False, sort_keys=True))
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    common.add_argument("--store", help=f"store file (default $MEMPAGER_STORE or {DEFAULT_STORE})")
+    common.add_argument("--actor", help="whose memories (default $MEMPAGER_ACTOR or 'default')")
+    common.add_argument("--embedder", choices=EMBEDDER_CHOICES, help="force one embedder")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="mempager", parents=[common],
+        description="A memory pager for LLM agents: pin, page-fault, write back.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("init", parents=[common], help="create the store (idempotent)")
+    p = sub.add_parser("remember", parents=[common], help="store a memory")
+    p.add_argument("text")
+    p.add_argument("--type", default="fact", help="identity, rule, constraint, profile, fact, event, ...")
+    p.add_argument("--tag", action="append", default=[], dest="tags")
+    p.add_argument("--created-at", dest="created_at", default=None)
+    p = sub.add_parser("retrieve", parents=[common], help="page-fault memories for a query")
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=None)
+    p = sub.add_parser("pinned", parents=[common], help="print the pinned block")
+    p.add_argument("--goal", default=None)
+    p = sub.add_parser("page", parents=[common], help="assemble the per-turn page")
+    p.add_argument("--goal", default=None)
+    p.add_argument("--query", required=True)
+    p.add_argument("--explain", action="store_true", help="print the paging report as a table")
+    p = sub.add_parser("recall", parents=[common], help="deliberate look-up with filters")
+    p.add_argument("query", nargs="?", default=None)
+    p.add_argument("--type", action="append", dest="types", default=None)
+    p.add_argument("--since", default=None)
+    p.add_argument("--until", default=None)
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--offset", type=int, default=0)
+    p = sub.add_parser("forget", parents=[common], help="hard-delete a memory by uri")
+    p.add_argument("uri")
+    sub.add_parser("stats", parents=[common], help="counts, embedder, embedding lag")
+    sub.add_parser("demo", parents=[common], help="play a scripted agent session and show the page")
+    return parser
+
+
+def _open(args: argparse.Namespace) -> Any:
+    import pager
+
+    store = getattr(args, "store", None) or os.environ.get("MEMPAGER_STORE") or DEFAULT_STORE
+    actor = getattr(args, "actor", None) or os.environ.get("MEMPAGER_ACTOR") or "default"
+    overrides = {"embedder": args.embedder} if getattr(args, "embedder", None) else {}
+    return pager.open(Path(store), actor=actor, config=PagerConfig.from_env(**overrides))
+
+
+def _memory_line(m: Any) -> str:
+    text = " ".join(m.text.split())
+    return f"{m.uri}  [{m.type.value} · {m.created_at:%Y-%m-%d %H:%M}]  {text}"
+
+
+def _run(args: argparse.Namespace) -> int:
+    as_json = getattr(args, "json", False)
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return run_demo(store=getattr(args, "store", None), as_json=as_json,
+                        embedder=getattr(args, "embedder", None))
+    with _open(args) as p:
+        cmd = args.command
+        if cmd == "init":
+            _print_json(p.stats()) if as_json else print(f"store ready: {p.store.location} (actor {p.actor})")
+        elif cmd == "remember":
+            uri = p.remember(args.type, args.text, tags=args.tags, created_at=args.created_at)
+            p.sync(timeout=30)
+            _print_json({"uri": uri}) if as_json else print(uri)
+        elif cmd == "retrieve":
+            snippets = p.retrieve(args.query, k=args.k)
+            if as_json:
+                _print_json(snippets)
+            for s in [] if as_json else snippets:
+                lanes = " ".join(f"{k}#{h.rank}" for k, h in sorted(s.lanes.items()))
+                print(f"{s.score:.4f}  {s.uri}  ({lanes})\n    {' '.join(s.text.split())}")
+        elif cmd == "pinned":
+            block = p.pinned_block(args.goal)
+            _print_json(block) if as_json else print(block.text)
+        elif cmd == "page":
+            page = p.page(args.goal, args.query)
+            if as_json:
+                _print_json({"page": page.render(), "report": page.report.to_dict()})
+            else:
+                print(page.render())
+                if args.explain:
+                    print("\n" + page.report.table())
+        elif cmd == "recall":
+            rows = p.recall(args.query, types=args.types, since=args.since, until=args.until,
+                            limit=args.limit, offset=args.offset)
+            _print_json(rows) if as_json else print("\n".join(_memory_line(m) for m in rows) or "(none)")
+        elif cmd == "forget":
+            p.forget(args.uri)
+            _print_json({"forgotten": args.uri}) if as_json else print(f"forgotten: {args.uri}")
+        elif cmd == "stats":
+            stats = p.stats()
+            if as_json:
+                _print_json(stats)
+            for key, value in [] if as_json else stats.items():
+                print(f"{key:>22}: {value}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except PagerError as exc:
+        print(f"mempager: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("mempager: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

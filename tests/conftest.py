@@ -1,0 +1,31 @@
+"""Shared fixtures. Tests never reach the network and never write into the working tree."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+LOCOMO = Path(os.environ.get("MEMPAGER_LOCOMO", REPO.parent / "shared" / "data" / "locomo10.json"))
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "agent.duckdb"
+
+
+@pytest.fixture
+def hash_pager(store_path: Path) -> Iterator["object"]:
+    import pager
+
+    p = pager.open(store_path, actor="neo", config=pager.PagerConfig(embedder="hash"))
+    try:
+        yield p
+    finally:
+        p.close()

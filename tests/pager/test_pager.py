@@ -1,0 +1,189 @@
+"""The pager end to end on the embedded default (hash embedder, exact semantic lane)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import pager
+from pager import (
+    EmptyText,
+    InvalidActor,
+    InvalidInput,
+    InvalidText,
+    InvalidUri,
+    MemoryNotFound,
+    PagerConfig,
+    PatternSpec,
+    TextTooLong,
+    UnknownType,
+)
+
+RELEASE = PatternSpec(name="cut a release", trigger="release the service", steps=["tag", "push"])
+
+
+def test_written_memory_is_retrievable_before_it_is_embedded(store_path: Path) -> None:
+    cfg = PagerConfig(embedder="hash", embed_workers=1)
+    with pager.open(store_path, actor="neo", config=cfg) as p:
+        p.workers.stop()  # no embedding at all: only the salience lane can see the write
+        uri = p.remember_fact("The staging password rotates every Monday.")
+        assert p.stats()["pending_embeddings"] == 1
+        hits = p.retrieve("when does the staging password rotate?")
+        assert hits and hits[0].uri == uri
+        assert set(hits[0].lanes) == {"salience"}
+
+
+def test_retrieve_fuses_lanes_dedups_and_carries_ranks(hash_pager) -> None:  # type: ignore[no-untyped-def]
+    p = hash_pager
+    uris = [p.remember_fact(f"Fact {i} about deploy keys and vaults.") for i in range(3)]
+    p.remember_fact("The deploy key lives in vault at secret/deploy/0xdeadbeef.")
+    assert p.sync(timeout=30)
+    hits = p.retrieve("deploy key 0xdeadbeef", k=4)
+    assert len(hits) == len({h.uri for h in hits}) == 4
+    assert "0xdeadbeef" in hits[0].text
+    assert all(h.lanes for h in hits)
+    for h in hits:
+        for name, hit in h.lanes.items():
+            assert name in ("semantic", "salience") and hit.rank >= 1
+    assert set(uris) <= {h.uri for h in p.retrieve("deploy keys vaults", k=8)}
+
+
+def test_retrieve_respects_k_and_budget(store_path: Path) -> None:
+    cfg = PagerConfig(embedder="hash", retrieval_top_k=3, retrieval_budget_tokens=60)
+    with pager.open(store_path, actor="neo", config=cfg) as p:
+        for i in range(10):
+            p.remember_fact(f"Memory {i}: " + "lorem ipsum dolor " * 3)
+        p.sync(timeout=30)
+        hits = p.retrieve("lorem ipsum")
+        assert 1 <= len(hits) <= 3
+        assert sum(h.tokens for h in hits) <= 60
+        report = p.page(None, "lorem ipsum").report
+        assert {c.reason for c in report.cuts} <= {"budget", "top_k"}
+        assert report.cuts
+
+
+def test_procedural_gates_on_min_successes(hash_pager) -> None:  # type: ignore[no-untyped-def]
+    p = hash_pager
+    uri = p.reinforce_pattern(RELEASE)
+    assert p.procedural("release the billing service") == []
+    p.reinforce_pattern(RELEASE)
+    assert p.reinforce_pattern(PatternSpec(name="Cut a release ", steps=["tag", "push", "verify"])) == uri
+    (proven,) = p.procedural("release the billing service")
+    assert proven.coverage == 3 and proven.spec.steps == ("tag", "push", "verify")
+    assert p.procedural("water the plants") == []
+    assert proven.spec.trigger == "release the service"  # a field the newer spec left empty is kept
+    assert "Pattern: Cut a release" in p.page("release the billing service", "how?").render()
+
+
+def test_forget_removes_from_every_lane(hash_pager) -> None:  # type: ignore[no-untyped-def]
+    p = hash_pager
+    uri = p.remember_fact("The canary is yellow-7731.")
+    p.sync(timeout=30)
+    assert any(h.uri == uri for h in p.retrieve("canary yellow-7731"))
+    p.forget(uri)
+    assert all(h.uri != uri for h in p.retrieve("canary yellow-7731"))
+    assert p.recall("canary") == []
+    assert p.stats()["vectors_indexed"] == 0
+    with pytest.raises(MemoryNotFound):
+        p.forget(uri)
+
+
+def test_actor_isolation_through_the_pager(store_path: Path) -> None:
+    cfg = PagerConfig(embedder="hash")
+    with pager.open(store_path, actor="alice", config=cfg) as a:
+        secret = a.remember_fact("Alice's locker code is 4412.")
+        a.remember_user_fact("Alice likes tea.")
+        a.sync(timeout=30)
+    with pager.open(store_path, actor="bob", config=cfg) as b:
+        b.remember_fact("Bob parks on level 2.")
+        b.sync(timeout=30)
+        assert all("Alice" not in s.text for s in b.retrieve("Alice locker code", k=50))
+        assert "Alice" not in b.page("locker", "Alice locker code").render()
+        assert b.recall() and all(m.actor == "bob" for m in b.recall(limit=100))
+        with pytest.raises(MemoryNotFound):
+            b.forget(secret)
+        with pytest.raises(MemoryNotFound):
+            b.get(secret)
+    with pager.open(store_path, actor="alice", config=cfg) as a:
+        assert a.get(secret).text == "Alice's locker code is 4412."
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda p: p.remember_fact(""), EmptyText),
+        (lambda p: p.remember_fact("   \n\t"), EmptyText),
+        (lambda p: p.remember_fact("x" * 1_000_001), TextTooLong),
+        (lambda p: p.remember_fact("nul\x00byte"), InvalidText),
+        (lambda p: p.remember_fact("lone \ud800 surrogate"), InvalidText),
+        (lambda p: p.remember("nonsense", "text"), UnknownType),
+        (lambda p: p.forget("mem://neo/fact/0123456789abcdef"), MemoryNotFound),
+        (lambda p: p.forget("not a uri"), InvalidUri),
+        (lambda p: p.remember_many([{"type": "fact", "text": "ok"}, {"type": "fact", "text": ""}]), EmptyText),
+        (lambda p: p.remember_many([{"type": "fact", "text": "ok", "bogus": 1}]), InvalidInput),
+        (lambda p: p.remember("event", "x", created_at="the day after tomorrow"), InvalidInput),
+        (lambda p: p.record_outcome("did it", "great"), InvalidInput),
+        (lambda p: p.add_constraint("x", strength="medium"), InvalidInput),
+        (lambda p: p.remember_fact("x", importance=2.0), InvalidInput),
+        (lambda p: p.retrieve("q", k=0), InvalidInput),
+    ],
+)
+def test_bad_input_is_a_typed_error_and_the_store_is_unchanged(hash_pager, call, error) -> None:  # type: ignore[no-untyped-def]
+    p = hash_pager
+    p.remember_fact("keep me")
+    before = [(m.uri, m.text, m.strength) for m in p.recall(limit=100)]
+    with pytest.raises(error) as info:
+        call(p)
+    assert isinstance(info.value, pager.PagerError)
+    assert len(str(info.value)) > 20  # says what to do, not just what failed
+    assert [(m.uri, m.text, m.strength) for m in p.recall(limit=100)] == before
+
+
+def test_bad_actor_is_refused(store_path: Path) -> None:
+    for actor in ["", "../x", "/abs", "a/b", "x" * 200, "nul\x00"]:
+        with pytest.raises(InvalidActor):
+            pager.open(store_path, actor=actor, config=PagerConfig(embedder="hash"))
+
+
+def test_remember_many_accepts_human_times_and_tags(hash_pager) -> None:  # type: ignore[no-untyped-def]
+    p = hash_pager
+    uris = p.remember_many([
+        {"type": "event", "text": "Met Ana", "created_at": "1:56 pm on 8 May, 2023", "tags": ["ana"]},
+        {"type": "event", "text": "Met Bo", "created_at": "2023-05-09T10:00:00Z"},
+    ])
+    got = [p.get(u) for u in uris]
+    assert got[0].created_at.isoformat() == "2023-05-08T13:56:00+00:00"
+    assert got[0].tags == ("ana",)
+    assert [m.uri for m in p.recall(types=["event"])] == [uris[1], uris[0]]
+    assert [m.uri for m in p.recall(since="2023-05-09")] == [uris[1]]
+    assert [m.uri for m in p.recall("ana")] == [uris[0]]
+
+
+def test_reopen_sees_everything_and_embeds_what_was_pending(store_path: Path) -> None:
+    cfg = PagerConfig(embedder="hash")
+    with pager.open(store_path, actor="neo", config=cfg) as p:
+        p.workers.stop()
+        uris = p.remember_many([{"type": "fact", "text": f"fact {i}"} for i in range(100)])
+    with pager.open(store_path, actor="neo", config=cfg) as p:
+        assert p.sync(timeout=30)
+        stats = p.stats()
+        assert stats["memories"] == 100 and stats["vectors_indexed"] == 100
+        assert stats["pending_embeddings"] == 0
+        assert {p.get(u).uri for u in uris} == set(uris)
+
+
+def test_page_report_explains_cuts(hash_pager) -> None:  # type: ignore[no-untyped-def]
+    p = hash_pager
+    p.remember_user_fact("The user is Ana.")
+    p.set_goal("ship it")
+    for i in range(12):
+        p.remember_fact(f"Shipping note {i}.")
+    p.sync(timeout=30)
+    page = p.page("ship it", "shipping notes")
+    reasons = {c.reason for c in page.report.cuts}
+    assert "pinned" in reasons and "top_k" in reasons
+    table = page.report.table()
+    assert "CUT" in table and "pinned" in table
+    assert page.report.to_dict()["total_tokens"] == page.report.total_tokens
+    assert page.render().count("ship it") == 1  # pinned goal not repeated as a snippet

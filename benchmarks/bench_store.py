@@ -1,0 +1,88 @@
+"""Store and retrieve speed on the embedded default (DuckDB + hash embedder + exact lane).
+
+    python -m benchmarks.bench_store [--sizes 1000 10000]
+
+Single durable ``remember_fact`` writes/s, batched ``remember_many`` memories/s (embedding
+disabled, so this is the store alone), and ``retrieve`` p50/p95 at each size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import pager
+from pager import PagerConfig
+
+from ._common import peak_rss_mib, percentiles, time_calls, write_results
+
+WORDS = ("deploy release invoice billing test flaky vault key branch customer refund ticket latency "
+         "database index cache queue worker retry timeout alert dashboard rollback staging metric").split()
+
+
+def sentence(rng: random.Random, i: int) -> str:
+    return f"Note {i}: " + " ".join(rng.choice(WORDS) for _ in range(12)) + f" ref-{rng.randrange(10**6):06d}."
+
+
+def bench_writes(tmp: Path, n_single: int, n_batch: int) -> dict[str, float]:
+    rng = random.Random(7)
+    with pager.open(tmp / "writes.duckdb", actor="bench", config=PagerConfig(embedder="hash")) as p:
+        p.workers.stop()  # measure the store, not the embedder
+        start = time.perf_counter()
+        for i in range(n_single):
+            p.remember_fact(sentence(rng, i))
+        single = n_single / (time.perf_counter() - start)
+        items = [{"type": "event", "text": sentence(rng, i)} for i in range(n_batch)]
+        start = time.perf_counter()
+        for lo in range(0, n_batch, 10_000):
+            p.remember_many(items[lo : lo + 10_000])
+        batched = n_batch / (time.perf_counter() - start)
+    return {"remember_fact_per_s": round(single, 1), "remember_many_per_s": round(batched, 1)}
+
+
+def bench_retrieve(tmp: Path, size: int, queries: int) -> dict[str, object]:
+    rng = random.Random(size)
+    with pager.open(tmp / f"r{size}.duckdb", actor="bench", config=PagerConfig(embedder="hash")) as p:
+        p.remember_many([{"type": "fact", "text": sentence(rng, i)} for i in range(size)])
+        start = time.perf_counter()
+        p.sync()
+        embed_s = time.perf_counter() - start
+        qs = [" ".join(rng.choice(WORDS) for _ in range(5)) for _ in range(queries)]
+        it = iter(qs * 10)
+        samples = time_calls(lambda: p.retrieve(next(it)), repeat=queries)
+        embed_q = time_calls(lambda: p.semantic.embedder.embed([next(it)], role="query"), repeat=queries)
+    return {"size": size, "retrieve": percentiles(samples), "query_embedding": percentiles(embed_q),
+            "embed_all_s": round(embed_s, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        writes = bench_writes(Path(d), n_single=500, n_batch=50_000)
+        print("writes", writes, flush=True)
+        retrieves = []
+        for size in args.sizes:
+            retrieves.append(bench_retrieve(Path(d), size, args.queries))
+            print("retrieve", retrieves[-1], flush=True)
+    rows = [f"| {r['size']:,} | {r['retrieve']['p50_ms']} | {r['retrieve']['p95_ms']} | "
+            f"{r['query_embedding']['p50_ms']} |" for r in retrieves]
+    table = "\n".join([
+        "| metric | value |", "|---|---|",
+        f"| single `remember_fact` (durable, one transaction each) | {writes['remember_fact_per_s']:,} /s |",
+        f"| batched `remember_many` (10k per call, no embedding) | {writes['remember_many_per_s']:,} /s |",
+        "", "`retrieve` with the hash embedder (semantic exact + salience lanes):", "",
+        "| memories | p50 ms | p95 ms | query embed p50 ms |", "|---|---|---|---|", *rows,
+        "", f"peak RSS {peak_rss_mib()} MiB",
+    ])
+    write_results("store", {"writes": writes, "retrieve": retrieves, "peak_rss_mib": peak_rss_mib()}, table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -88,7 +88,7 @@ def _open(args: argparse.Namespace) -> Any:
 
     store = getattr(args, "store", None) or os.environ.get("MEMPAGER_STORE") or DEFAULT_STORE
     actor = getattr(args, "actor", None) or os.environ.get("MEMPAGER_ACTOR") or "default"
-    overrides = {"embedder": args.embedder} if getattr(args, "embedder", None) else {}
+    overrides: dict[str, Any] = {"embedder": args.embedder} if getattr(args, "embedder", None) else {}
     return pager.open(Path(store), actor=actor, config=PagerConfig.from_env(**overrides))
 
 

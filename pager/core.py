@@ -8,7 +8,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from .config import PagerConfig

@@ -10,7 +10,6 @@ import json
 import sys
 import time
 from pathlib import Path
-
 from typing import TYPE_CHECKING, Any
 
 from .config import PagerConfig
@@ -88,7 +87,7 @@ def run_demo(store: str | None = None, as_json: bool = False, embedder: str | No
     import pager
 
     path = Path(store or DEMO_STORE)
-    overrides = {"embedder": embedder} if embedder else {}
+    overrides: dict[str, Any] = {"embedder": embedder} if embedder else {}
     print(f"mempager demo: store {path}", file=sys.stderr)
     with pager.open(path, actor="neo", config=PagerConfig.from_env(**overrides)) as p:
         play_session(p)

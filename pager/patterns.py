@@ -24,10 +24,10 @@ _LIST_FIELDS = ("preconditions", "steps", "gotchas", "success_criteria")
 class PatternSpec:
     name: str = ""
     trigger: str = ""
-    preconditions: tuple[str, ...] = ()
-    steps: tuple[str, ...] = ()
-    gotchas: tuple[str, ...] = ()
-    success_criteria: tuple[str, ...] = ()
+    preconditions: Sequence[str] = ()
+    steps: Sequence[str] = ()
+    gotchas: Sequence[str] = ()
+    success_criteria: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         for name in ("name", "trigger"):

@@ -82,14 +82,14 @@ class DuckDBStore(VectorsMixin, DuckBase):
             existing = self._existing(con, items, keys)
             first: dict[tuple[str, str, str], int] = {}
             fresh: list[int] = []
-            for i, (it, key) in enumerate(zip(items, keys)):
+            for i, (it, key) in enumerate(zip(items, keys, strict=True)):
                 k = (it.actor, it.type.value, key)
                 if k not in existing and k not in first:
                     first[k] = i
                     fresh.append(i)
             fresh_set = set(fresh)
             ids = [secrets.token_hex(8) for _ in fresh]
-            bumps = [(it, key) for i, (it, key) in enumerate(zip(items, keys)) if i not in fresh_set]
+            bumps = [(it, key) for i, (it, key) in enumerate(zip(items, keys, strict=True)) if i not in fresh_set]
             labels = self._insert(con, [items[i] for i in fresh], [keys[i] for i in fresh], ids, now)
             if bumps:
                 self._bump(con, bumps, now)
@@ -99,7 +99,7 @@ class DuckDBStore(VectorsMixin, DuckBase):
         all_labels = {**existing}
         all_labels.update({(items[i].actor, items[i].type.value, keys[i]): labels[j] for j, i in enumerate(fresh)})
         stale: dict[str, list[int]] = {}  # memories that changed in this call: read them back
-        for i, (it, key) in enumerate(zip(items, keys)):
+        for i, (it, key) in enumerate(zip(items, keys, strict=True)):
             lab = all_labels[(it.actor, it.type.value, key)]
             if i not in fresh_set:
                 stale.setdefault(it.actor, []).append(lab)
@@ -108,7 +108,7 @@ class DuckDBStore(VectorsMixin, DuckBase):
             loaded.update(self.get_many(actor, labs))
         return [
             PutResult(memory=loaded[all_labels[(it.actor, it.type.value, key)]], created=i in fresh_set)
-            for i, (it, key) in enumerate(zip(items, keys))
+            for i, (it, key) in enumerate(zip(items, keys, strict=True))
         ]
 
     @staticmethod
@@ -308,7 +308,8 @@ class DuckDBStore(VectorsMixin, DuckBase):
         offset: int = 0,
         order: str = "newest",
     ) -> list[Memory]:
-        where, params = ["actor = ?"], [actor]
+        where: list[str] = ["actor = ?"]
+        params: list[Any] = [actor]
         if types:
             where.append("type IN (SELECT unnest(?))")
             params.append([t.value for t in types])

@@ -21,7 +21,7 @@ def store_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def hash_pager(store_path: Path) -> Iterator["object"]:
+def hash_pager(store_path: Path) -> Iterator[object]:
     import pager
 
     p = pager.open(store_path, actor="neo", config=pager.PagerConfig(embedder="hash"))

@@ -7,6 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis would keep its example database in the working tree; tests must not write there.
+settings.register_profile("mempager", database=None, deadline=None)
+settings.load_profile("mempager")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 # Hypothesis would keep its example database in the working tree; tests must not write there.
+set_hypothesis_home_dir(tempfile.mkdtemp(prefix="mempager-hypothesis-"))
 settings.register_profile("mempager", database=None, deadline=None)
 settings.load_profile("mempager")
 

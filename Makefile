@@ -5,6 +5,8 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+# tests must not write into the working tree (no bytecode caches there either)
+export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: run test install install-dev bench clean
 

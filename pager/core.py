@@ -127,13 +127,16 @@ class Pager(WriteBack):
             block = replace(block, uris=block.uris + tuple(goal_uris))
         return block
 
-    def retrieve(self, query: str, k: int | None = None) -> list[Snippet]:
-        """Page fault: the few memories this turn needs, fused from every lane."""
-        snippets, _, _ = self._retrieve(query, k, self.config.retrieval_budget_tokens, exclude=frozenset())
+    def retrieve(self, query: str, k: int | None = None, *, budget: int | None = None) -> list[Snippet]:
+        """Page fault: the few memories this turn needs, fused from every lane.
+
+        ``k`` defaults to ``retrieval_top_k``, ``budget`` (tokens) to ``retrieval_budget_tokens``.
+        """
+        snippets, _, _ = self._retrieve(query, k, budget, exclude=frozenset())
         return snippets
 
-    def _lanes(self, query: str) -> dict[str, list[tuple[int, float]]]:
-        depth = self.config.lane_depth
+    def _lanes(self, query: str, depth: int) -> dict[str, list[tuple[int, float]]]:
+        """Each lane's ranked (label, score) list, ``depth`` deep. Lanes never gate each other."""
         lanes: dict[str, list[tuple[int, float]]] = {}
         try:
             lanes["semantic"] = self.semantic.search(query, depth)
@@ -143,16 +146,29 @@ class Pager(WriteBack):
         lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth)
         return lanes
 
+    def _depth(self, k: int, budget: int) -> int:
+        """How deep each lane must look to fill ``k`` snippets or ``budget`` tokens."""
+        return max(self.config.lane_depth, 2 * k, budget // 16)
+
     def _retrieve(
-        self, query: str, k: int | None, budget: int, exclude: frozenset[str]
+        self, query: str, k: int | None, budget: int | None, exclude: frozenset[str]
     ) -> tuple[list[Snippet], list[Cut], dict[str, int]]:
         query = check_text(query, self.config.max_text_bytes, "query")
         k = self.config.retrieval_top_k if k is None else k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidInput(f"k must be a positive integer, got {k!r}")
-        lanes = self._lanes(query)
+        budget = self.config.retrieval_budget_tokens if budget is None else budget
+        for name, value in (("k", k), ("budget", budget)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
+        lanes = self._lanes(query, self._depth(k, budget))
         fused = fuse(lanes, self.config.lane_weights, self.config.rrf_k)
-        memories = self.store.get_many(self.actor, [f.label for f in fused])  # re-check every hit
+        snippets, cuts = self._select(fused, k, budget, exclude)
+        return snippets, cuts, {name: len(hits) for name, hits in lanes.items()}
+
+    def _select(
+        self, fused: Sequence[Fused], k: int, budget: int, exclude: frozenset[str]
+    ) -> tuple[list[Snippet], list[Cut]]:
+        """Re-check every hit against the store, drop what must not be shown, pack the rest."""
+        memories = self.store.get_many(self.actor, [f.label for f in fused])
         now = datetime.now(timezone.utc)
         candidates: list[tuple[Memory, Fused]] = []
         cuts: list[Cut] = []
@@ -168,7 +184,7 @@ class Pager(WriteBack):
             else:
                 candidates.append((memory, item))
         snippets, pack_cuts = pack(candidates, k=k, budget=budget, estimate=self.config.token_estimator)
-        return snippets, cuts + pack_cuts, {name: len(hits) for name, hits in lanes.items()}
+        return snippets, cuts + pack_cuts
 
     def procedural(self, goal: str) -> list[Pattern]:
         """Proven patterns (coverage ≥ min_pattern_successes) whose trigger matches the goal."""

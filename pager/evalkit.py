@@ -1,0 +1,132 @@
+"""Offline evaluation of recall at a budget: what fraction of the evidence reaches the page.
+
+evidence recall = mean over questions of |evidence ∩ retrieved| / |evidence| (strict, not
+"any hit"), at k snippets and at token budgets, for each lane alone and for the fusion. Lane
+rankings are computed once per question, so fusion variants are scored without re-querying.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import PagerConfig
+from .fusion import fuse
+from .locomo import CATEGORIES, Conversation
+from .progress import Progress
+from .protocols import Embedder
+
+KS = (1, 3, 5, 10, 20)
+BUDGETS = (250, 500, 1000, 2000, 4000)
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionRecord:
+    """One question's lane rankings, in the evidence ids of the dataset."""
+
+    category: int
+    evidence: frozenset[str]
+    lanes: Mapping[str, Sequence[tuple[int, float]]]
+    ids: Mapping[int, str]  # label -> dataset id
+    tokens: Mapping[int, int]  # label -> snippet tokens
+
+
+@dataclass
+class Scores:
+    at_k: dict[int, float] = field(default_factory=dict)
+    at_budget: dict[int, float] = field(default_factory=dict)
+
+
+def _recall(ranked: Iterable[int], record: QuestionRecord) -> float:
+    found = {record.ids[label] for label in ranked} & record.evidence
+    return len(found) / len(record.evidence)
+
+
+def _within_budget(ranked: Sequence[int], record: QuestionRecord, budget: int) -> list[int]:
+    used, out = 0, []
+    for label in ranked:
+        cost = record.tokens[label]
+        if used + cost <= budget:  # greedy like the pager's packing: skip what does not fit
+            used += cost
+            out.append(label)
+    return out
+
+
+def score(
+    records: Sequence[QuestionRecord],
+    rank: Callable[[QuestionRecord], Sequence[int]],
+    ks: Sequence[int] = KS,
+    budgets: Sequence[int] = BUDGETS,
+) -> Scores:
+    out = Scores()
+    if not records:
+        return out
+    rankings = [list(rank(r)) for r in records]
+    for k in ks:
+        out.at_k[k] = sum(_recall(rk[:k], r) for rk, r in zip(rankings, records, strict=True)) / len(records)
+    for b in budgets:
+        out.at_budget[b] = sum(
+            _recall(_within_budget(rk, r, b), r) for rk, r in zip(rankings, records, strict=True)
+        ) / len(records)
+    return out
+
+
+def lane_ranker(lane: str) -> Callable[[QuestionRecord], list[int]]:
+    return lambda r: [label for label, _ in r.lanes.get(lane, ())]
+
+
+def fused_ranker(weights: Mapping[str, float], rrf_k: int) -> Callable[[QuestionRecord], list[int]]:
+    return lambda r: [f.label for f in fuse(r.lanes, weights, rrf_k)]
+
+
+def collect(
+    conversations: Sequence[Conversation],
+    embedder: Embedder,
+    config: PagerConfig,
+    depth: int = 300,
+    workdir: Path | None = None,
+) -> list[QuestionRecord]:
+    """Build one store per conversation, then record every lane's ranking for every question."""
+    import pager
+
+    records: list[QuestionRecord] = []
+    total = sum(len(c.turns) for c in conversations) + sum(len(c.questions) for c in conversations)
+    bar = Progress(total, "locomo")
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        for conv in conversations:
+            actor = "".join(ch if ch.isalnum() else "-" for ch in conv.sample_id) or "conv"
+            with pager.open(Path(tmp) / f"{actor}.duckdb", actor=actor, config=config, embedder=embedder) as p:
+                uris = p.remember_many([
+                    {"type": "event", "text": t.memory_text(), "created_at": t.created_at} for t in conv.turns
+                ])
+                p.sync()
+                bar.advance(len(conv.turns), conv.sample_id)
+                ids, tokens = {}, {}
+                for uri, turn in zip(uris, conv.turns, strict=True):
+                    memory = p.get(uri)
+                    ids[memory.label] = turn.dia_id
+                    tokens[memory.label] = config.token_estimator(memory.text)
+                for q in conv.questions:
+                    lanes = p._lanes(q.text, depth)
+                    records.append(QuestionRecord(q.category, q.evidence, lanes, ids, tokens))
+                    bar.advance(1)
+    return records
+
+
+def report(
+    records: Sequence[QuestionRecord], rankers: Mapping[str, Callable[[QuestionRecord], Sequence[int]]]
+) -> dict[str, Any]:
+    """Scores per configuration, overall and per question category."""
+    out: dict[str, Any] = {"questions": len(records), "configurations": {}}
+    cats = sorted({r.category for r in records})
+    for name, ranker in rankers.items():
+        overall = score(records, ranker)
+        per_cat = {
+            CATEGORIES.get(c, str(c)): score([r for r in records if r.category == c], ranker).__dict__
+            for c in cats
+        }
+        out["configurations"][name] = {**overall.__dict__, "by_category": per_cat}
+    return out

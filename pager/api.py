@@ -10,7 +10,7 @@ from .config import PagerConfig
 from .core import Pager
 from .errors import ConfigError
 from .protocols import Embedder
-from .store import DuckDBStore
+from .store import open_store
 
 
 def _choose_embedder(config: PagerConfig, actor: str) -> tuple[Embedder, list[dict[str, str]]]:
@@ -37,7 +37,7 @@ def open(  # noqa: A001 - the public name the design asks for
     if isinstance(path, str) and path.startswith(("postgres://", "postgresql://")):
         raise ConfigError("PostgreSQL stores are not available in this build; use a .duckdb path")
     cfg = config or PagerConfig.from_env(environ)
-    store = DuckDBStore(path)
+    store = open_store(path)
     try:
         if embedder is None:
             embedder, report = _choose_embedder(cfg, actor)

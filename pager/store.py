@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -16,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInput, MemoryNotFound, StoreError
+from .errors import InvalidInput, MemoryNotFound, StoreError, StoreLocked
 from .migrations import migrate
 from .protocols import SalienceParams
 from .store_base import MEMORY_COLUMNS, DuckBase, naive_utc, row_to_memory
 from .store_vectors import VectorsMixin
+from .table import ActorTable
 from .types import Memory, MemoryType, NewMemory, PutResult, Source
 from .validate import content_hash, make_uri, normalize, to_utc
 
@@ -50,17 +52,51 @@ def _object_array(values: Sequence[Any]) -> np.ndarray:
     return out
 
 
+_OPEN: dict[str, DuckDBStore] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_store(path: str | Path) -> DuckDBStore:
+    """The process-wide store for ``path``: opened once, shared, closed by its last user.
+
+    One object per file matters: it owns the write lock and the in-process mirrors, and two
+    objects on one file would each hold a mirror the other's writes never reach.
+    """
+    key = str(Path(path).resolve())
+    with _OPEN_LOCK:
+        store = _OPEN.get(key)
+        if store is not None and not store.closed:
+            store._users += 1
+            return store
+    return DuckDBStore(path)
+
+
 class DuckDBStore(VectorsMixin, DuckBase):
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
         path = Path(path)
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
-        super().__init__(str(path), read_only=read_only)
-        if not read_only:
-            with self._write_lock:
-                migrate(self._con(), self._path)
-                self._ensure_store_id()
-        rows = self._fetch("SELECT value FROM store_meta WHERE key = 'store_id'")
+        self._key = str(path.resolve())
+        with _OPEN_LOCK:
+            other = _OPEN.get(self._key)
+            if other is not None and not other.closed:
+                raise StoreLocked(
+                    f"{path} is already open in this process; share it with pager.store.open_store() "
+                    "or open more actors with pager.open() on the same path"
+                )
+            super().__init__(str(path), read_only=read_only)
+            _OPEN[self._key] = self
+        self._users = 1
+        self._tables: dict[str, ActorTable] = {}
+        try:
+            if not read_only:
+                with self._write_lock:
+                    migrate(self._con(), self._path)
+                    self._ensure_store_id()
+            rows = self._fetch("SELECT value FROM store_meta WHERE key = 'store_id'")
+        except BaseException:
+            self.close()  # a refused store must not stay open and registered
+            raise
         self.store_id: str = rows[0][0] if rows else ""
 
     def _ensure_store_id(self) -> None:
@@ -76,6 +112,12 @@ class DuckDBStore(VectorsMixin, DuckBase):
     def put_many(self, items: Sequence[NewMemory]) -> list[PutResult]:
         if not items:
             return []
+        with self._write_lock:
+            results = self._put_many(items)
+            self._mirror([r.memory for r in results])
+            return results
+
+    def _put_many(self, items: Sequence[NewMemory]) -> list[PutResult]:
         now = naive_utc(datetime.now(timezone.utc))
         keys = [dedup_key_of(it) for it in items]
         with self._tx() as con:
@@ -105,7 +147,7 @@ class DuckDBStore(VectorsMixin, DuckBase):
                 stale.setdefault(it.actor, []).append(lab)
         loaded: dict[int, Memory] = dict(built)
         for actor, labs in stale.items():
-            loaded.update(self.get_many(actor, labs))
+            loaded.update(self._sql_get_many(actor, labs))
         return [
             PutResult(memory=loaded[all_labels[(it.actor, it.type.value, key)]], created=i in fresh_set)
             for i, (it, key) in enumerate(zip(items, keys, strict=True))
@@ -237,41 +279,61 @@ class DuckDBStore(VectorsMixin, DuckBase):
             text = str(changes["text"])
             sets += ["content_hash = ?", "rev = nextval('memory_rev_seq')"]
             params.append(content_hash(text))
-        with self._tx() as con:
-            row = con.execute(
-                f"UPDATE memories SET {', '.join(sets)} WHERE actor = ? AND id = ? RETURNING label",
-                [*params, actor, memory_id],
-            ).fetchall()
-            if not row:
-                raise MemoryNotFound(f"no memory {memory_id!r} for actor {actor!r}")
-            if "text" in changes:  # the old vectors describe text that no longer exists
-                con.execute("DELETE FROM vectors WHERE label = ?", [row[0][0]])
-                con.execute("DELETE FROM embed_failures WHERE label = ?", [row[0][0]])
-        got = self.get(actor, memory_id)
-        if got is None:  # pragma: no cover - we hold the only writer
-            raise StoreError(f"memory {memory_id} vanished during update")
+        with self._write_lock:
+            with self._tx() as con:
+                row = con.execute(
+                    f"UPDATE memories SET {', '.join(sets)} WHERE actor = ? AND id = ? RETURNING label",
+                    [*params, actor, memory_id],
+                ).fetchall()
+                if not row:
+                    raise MemoryNotFound(f"no memory {memory_id!r} for actor {actor!r}")
+                if "text" in changes:  # the old vectors describe text that no longer exists
+                    con.execute("DELETE FROM vectors WHERE label = ?", [row[0][0]])
+                    con.execute("DELETE FROM embed_failures WHERE label = ?", [row[0][0]])
+            got = self._sql_get(actor, memory_id)
+            if got is None:  # pragma: no cover - we hold the only writer
+                raise StoreError(f"memory {memory_id} vanished during update")
+            self._mirror([got])
         return got
 
     def delete(self, actor: str, memory_id: str) -> Memory | None:
         """Hard delete of the memory and every vector made from it."""
-        with self._tx() as con:
-            rows = con.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id = ?", [actor, memory_id]
-            ).fetchall()
-            if not rows:
-                return None
-            label = rows[0][0]
-            con.execute("DELETE FROM vectors WHERE label = ?", [label])
-            con.execute("DELETE FROM embed_failures WHERE label = ?", [label])
-            con.execute("DELETE FROM memories WHERE label = ?", [label])
+        with self._write_lock:
+            with self._tx() as con:
+                rows = con.execute(
+                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id = ?", [actor, memory_id]
+                ).fetchall()
+                if not rows:
+                    return None
+                label = rows[0][0]
+                con.execute("DELETE FROM vectors WHERE label = ?", [label])
+                con.execute("DELETE FROM embed_failures WHERE label = ?", [label])
+                con.execute("DELETE FROM memories WHERE label = ?", [label])
+            table = self._tables.get(actor)
+            if table is not None:
+                table.remove([label])
         return row_to_memory(rows[0])
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Release this user's hold; the file is closed when the last user lets go."""
+        with _OPEN_LOCK:
+            self._users -= 1
+            if self._users > 0:
+                return
+            if _OPEN.get(self._key) is self:
+                del _OPEN[self._key]
+        super().close()
 
     def checkpoint(self) -> None:
         with self._write_lock:
             self._fetch("CHECKPOINT")
 
     # -- reads ----------------------------------------------------------------------------
-    def get(self, actor: str, memory_id: str) -> Memory | None:
+    def _sql_get(self, actor: str, memory_id: str) -> Memory | None:
         rows = self._fetch(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id = ?", [actor, memory_id]
         )
@@ -285,7 +347,7 @@ class DuckDBStore(VectorsMixin, DuckBase):
         )
         return row_to_memory(rows[0]) if rows else None
 
-    def get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
+    def _sql_get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
         if not len(labels):
             return {}
         rows = self._fetch(
@@ -343,9 +405,51 @@ class DuckDBStore(VectorsMixin, DuckBase):
         return [row_to_memory(r) for r in rows]
 
     def salience(
+        self,
+        actor: str,
+        types: Sequence[MemoryType],
+        params: SalienceParams,
+        limit: int,
+        only: Sequence[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """Salience ranking over the actor's current memories (or just ``only`` labels)."""
+        return self.table(actor).salience(types, params, limit, only)
+
+    def get(self, actor: str, memory_id: str) -> Memory | None:
+        table = self.table(actor)
+        label = table.label_of(memory_id)
+        return None if label is None else table.get(label)
+
+    def get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
+        return self.table(actor).get_many(labels)
+
+    def table(self, actor: str) -> ActorTable:
+        """The actor's in-process mirror, loaded from the file on first use."""
+        table = self._tables.get(actor)
+        if table is not None:
+            return table
+        with self._write_lock:  # no write can land between the load and the registration
+            table = self._tables.get(actor)
+            if table is None:
+                cols = self._con().execute(
+                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? ORDER BY label", [actor]
+                ).fetchnumpy()
+                table = ActorTable(actor, capacity=max(1024, 2 * len(cols["label"])))
+                table.load(cols)
+                self._tables[actor] = table
+            return table
+
+    def _mirror(self, memories: Sequence[Memory]) -> None:
+        """Apply committed changes to the loaded mirrors (call with the write lock held)."""
+        for memory in memories:
+            table = self._tables.get(memory.actor)
+            if table is not None:
+                table.upsert([memory])
+
+    def sql_salience(
         self, actor: str, types: Sequence[MemoryType], params: SalienceParams, limit: int
     ) -> list[tuple[int, float]]:
-        """The salience score of ``pager.salience.salience_score``, computed in SQL."""
+        """The same salience score computed in SQL (the reference the mirror is tested against)."""
         half = " ".join(
             f"WHEN '{t.value}' THEN {float(params.half_life_days.get(t, params.default_half_life_days))}"
             for t in MemoryType
@@ -378,9 +482,11 @@ class DuckDBStore(VectorsMixin, DuckBase):
     def touch(self, actor: str, labels: Sequence[int], when: datetime) -> None:
         if not labels:
             return
-        with self._tx() as con:
-            con.execute(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ?"
-                " WHERE actor = ? AND label IN (SELECT unnest(?))",
-                [naive_utc(when), actor, [int(x) for x in labels]],
-            )
+        with self._write_lock:
+            with self._tx() as con:
+                con.execute(
+                    "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ?"
+                    " WHERE actor = ? AND label IN (SELECT unnest(?))",
+                    [naive_utc(when), actor, [int(x) for x in labels]],
+                )
+            self._mirror(list(self._sql_get_many(actor, labels).values()))

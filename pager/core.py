@@ -12,7 +12,7 @@ from typing import Any
 
 from .config import PagerConfig
 from .errors import InvalidInput, MemoryNotFound, PagerError
-from .fusion import Cut, Fused, fuse, is_current, pack
+from .fusion import Cut, Fused, Packer, fuse, is_current
 from .page import Page, PageReport, SectionTotal, snippet_report
 from .patterns import Pattern
 from .pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
@@ -148,7 +148,7 @@ class Pager(WriteBack):
 
     def _depth(self, k: int, budget: int) -> int:
         """How deep each lane must look to fill ``k`` snippets or ``budget`` tokens."""
-        return max(self.config.lane_depth, 2 * k, budget // 16)
+        return max(self.config.lane_depth, 2 * min(k, budget // 8))
 
     def _retrieve(
         self, query: str, k: int | None, budget: int | None, exclude: frozenset[str]
@@ -167,24 +167,36 @@ class Pager(WriteBack):
     def _select(
         self, fused: Sequence[Fused], k: int, budget: int, exclude: frozenset[str]
     ) -> tuple[list[Snippet], list[Cut]]:
-        """Re-check every hit against the store, drop what must not be shown, pack the rest."""
-        memories = self.store.get_many(self.actor, [f.label for f in fused])
+        """Re-check every hit against the store, drop what must not be shown, pack the rest.
+
+        Candidates are hydrated in chunks, in fused order, only until the page section is full.
+        """
         now = datetime.now(timezone.utc)
-        candidates: list[tuple[Memory, Fused]] = []
+        packer = Packer(k, budget, self.config.token_estimator)
         cuts: list[Cut] = []
-        for item in fused:
-            memory = memories.get(item.label)
-            if memory is None:
-                cuts.append(Cut(f"label:{item.label}", "missing", "index hit not in store", item.hits))
-            elif memory.uri in exclude:
-                cuts.append(Cut(memory.uri, "pinned", "already in the pinned block", item.hits))
-            elif not is_current(memory, now):
-                why = f"superseded by {memory.superseded_by}" if memory.superseded_by else "expired"
-                cuts.append(Cut(memory.uri, "superseded", why, item.hits))
-            else:
-                candidates.append((memory, item))
-        snippets, pack_cuts = pack(candidates, k=k, budget=budget, estimate=self.config.token_estimator)
-        return snippets, cuts + pack_cuts
+        done, chunk = 0, 2 * k + 16
+        while done < len(fused) and not packer.full:
+            part = fused[done : done + chunk]
+            done += len(part)
+            memories = self.store.get_many(self.actor, [f.label for f in part])
+            for item in part:
+                memory = memories.get(item.label)
+                if memory is None:
+                    cuts.append(Cut(f"label:{item.label}", "missing", "index hit not in store", item.hits))
+                elif memory.uri in exclude:
+                    cuts.append(Cut(memory.uri, "pinned", "already in the pinned block", item.hits))
+                elif not is_current(memory, now):
+                    why = f"superseded by {memory.superseded_by}" if memory.superseded_by else "expired"
+                    cuts.append(Cut(memory.uri, "superseded", why, item.hits))
+                else:
+                    packer.offer(memory, item)
+        rest = fused[done:]
+        if rest:
+            reason = "top_k" if len(packer.snippets) >= k else "budget"
+            uris = self.store.uris(self.actor, [f.label for f in rest])
+            cuts.extend(Cut(uris[f.label], reason, "ranked below a full section", f.hits)
+                        for f in rest if f.label in uris)
+        return packer.snippets, cuts + packer.cuts
 
     def procedural(self, goal: str) -> list[Pattern]:
         """Proven patterns (coverage ≥ min_pattern_successes) whose trigger matches the goal."""

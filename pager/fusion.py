@@ -63,6 +63,45 @@ def is_current(memory: Memory, now: datetime) -> bool:
     return memory.superseded_by is None and (memory.valid_until is None or memory.valid_until > now)
 
 
+class Packer:
+    """Greedy packing in fused order; the first snippet that does not fit may be truncated."""
+
+    def __init__(self, k: int, budget: int, estimate: Callable[[str], int]) -> None:
+        self.k, self.budget, self.estimate = k, budget, estimate
+        self.snippets: list[Snippet] = []
+        self.cuts: list[Cut] = []
+        self.used = 0
+
+    @property
+    def full(self) -> bool:
+        # below a few tokens nothing useful fits any more; stop hydrating candidates
+        return len(self.snippets) >= self.k or self.budget - self.used < 4
+
+    def offer(self, memory: Memory, fused: Fused) -> None:
+        text = display_text(memory)
+        tokens = self.estimate(text)
+        if len(self.snippets) >= self.k:
+            self.cuts.append(Cut(memory.uri, "top_k", f"already {self.k} snippets", fused.hits))
+            return
+        truncated = False
+        if self.used + tokens > self.budget:
+            room = self.budget - self.used
+            if room < MIN_TRUNCATED_TOKENS or self.snippets:
+                self.cuts.append(Cut(memory.uri, "budget", f"needs {tokens} tokens, {room} left", fused.hits))
+                return
+            text = truncate_tokens(text, room)
+            tokens, truncated = self.estimate(text), True
+            if not text:
+                self.cuts.append(Cut(memory.uri, "budget", f"{room} tokens cannot hold it", fused.hits))
+                return
+        self.used += tokens
+        self.snippets.append(Snippet(
+            uri=memory.uri, text=text, type=memory.type, score=fused.score, lanes=fused.hits,
+            label=memory.label, source=memory.source, created_at=memory.created_at, tokens=tokens,
+            truncated=truncated,
+        ))
+
+
 def pack(
     candidates: Sequence[tuple[Memory, Fused]],
     *,
@@ -70,42 +109,7 @@ def pack(
     budget: int,
     estimate: Callable[[str], int],
 ) -> tuple[list[Snippet], list[Cut]]:
-    """Greedy packing in fused order; the first snippet that does not fit may be truncated."""
-    snippets: list[Snippet] = []
-    cuts: list[Cut] = []
-    used = 0
+    packer = Packer(k, budget, estimate)
     for memory, fused in candidates:
-        text = display_text(memory)
-        tokens = estimate(text)
-        if len(snippets) >= k:
-            cuts.append(Cut(memory.uri, "top_k", f"already {k} snippets", fused.hits))
-            continue
-        truncated = False
-        if used + tokens > budget:
-            room = budget - used
-            if room < MIN_TRUNCATED_TOKENS or snippets:
-                cuts.append(
-                    Cut(memory.uri, "budget", f"needs {tokens} tokens, {room} left", fused.hits)
-                )
-                continue
-            text = truncate_tokens(text, room)
-            tokens, truncated = estimate(text), True
-            if not text:
-                cuts.append(Cut(memory.uri, "budget", f"{room} tokens cannot hold it", fused.hits))
-                continue
-        used += tokens
-        snippets.append(
-            Snippet(
-                uri=memory.uri,
-                text=text,
-                type=memory.type,
-                score=fused.score,
-                lanes=fused.hits,
-                label=memory.label,
-                source=memory.source,
-                created_at=memory.created_at,
-                tokens=tokens,
-                truncated=truncated,
-            )
-        )
-    return snippets, cuts
+        packer.offer(memory, fused)
+    return packer.snippets, packer.cuts

@@ -423,6 +423,9 @@ class DuckDBStore(VectorsMixin, DuckBase):
     def get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
         return self.table(actor).get_many(labels)
 
+    def uris(self, actor: str, labels: Sequence[int]) -> dict[int, str]:
+        return self.table(actor).uris(labels)
+
     def table(self, actor: str) -> ActorTable:
         """The actor's in-process mirror, loaded from the file on first use."""
         table = self._tables.get(actor)

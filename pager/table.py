@@ -157,6 +157,16 @@ class ActorTable:
             row = self.rows.get(int(label))
             return None if row is None else self._memory(row)
 
+    def uris(self, labels: Iterable[int]) -> dict[int, str]:
+        with self.lock:
+            out = {}
+            for label in labels:
+                row = self.rows.get(int(label))
+                if row is not None:
+                    mtype = TYPES[int(self.num["type"][row])]
+                    out[int(label)] = make_uri(self.actor, mtype, self.obj["id"][row])
+            return out
+
     def label_of(self, memory_id: str) -> int | None:
         return self.ids.get(memory_id)
 

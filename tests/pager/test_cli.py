@@ -40,7 +40,7 @@ def test_cli_round_trip(tmp_path: Path) -> None:
     assert report["report"]["snippets"][0]["uri"] == uri
     assert "7f3a9c2e" in run(tmp_path, "recall", "deploy").stdout
     stats = json.loads(run(tmp_path, "stats", "--json").stdout)
-    assert stats["memories"] == 3 and stats["embedder"] == "hash-v1-384"
+    assert stats["memories"] == 3 and stats["embedder"].startswith("hash-")
     assert "forgotten" in run(tmp_path, "forget", uri).stdout
     assert "7f3a9c2e" not in run(tmp_path, "retrieve", "deploy key").stdout
     # another actor sees none of it

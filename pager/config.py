@@ -32,6 +32,7 @@ DEFAULT_HALF_LIVES: Mapping[str, float] = MappingProxyType(
 )
 
 EMBEDDER_CHOICES = ("auto", "gateway", "provider", "local", "hash")
+MEMORY_MODES = ("autopilot", "copilot", "off")
 
 
 def _frozen(mapping: Mapping[str, float]) -> Mapping[str, float]:
@@ -69,6 +70,25 @@ class PagerConfig:
             {"recency": 0.4, "importance": 0.25, "strength": 0.25, "access": 0.1}
         )
     )
+    # procedural lifecycle (seed 002: playbook confidence, maturity, anti-patterns)
+    success_increment: float = 0.05
+    failure_decrement: float = 0.20
+    confidence_half_life_days: float = 90.0
+    established_confidence: float = 0.5
+    established_applications: int = 3
+    proven_confidence: float = 0.8
+    proven_applications: int = 10
+    demote_proven_below: float = 0.5
+    demote_established_below: float = 0.3
+    antipattern_min_failures: int = 3
+    antipattern_failure_ratio: float = 2.0
+    min_pattern_relevance: float = 0.1
+    max_patterns_in_page: int = 3
+    patterns_budget_tokens: int = 1000
+    menu_max_patterns: int = 10
+    # encoding gate for memories written by an LLM or by consolidation
+    memory_mode: str = "autopilot"
+    copilot_min_confidence: float = 0.7
     # embedding
     embedder: str = "auto"
     hash_dim: int = 384
@@ -90,6 +110,12 @@ class PagerConfig:
             "embed_workers",
             "embed_batch_size",
             "embed_max_attempts",
+            "established_applications",
+            "proven_applications",
+            "antipattern_min_failures",
+            "max_patterns_in_page",
+            "patterns_budget_tokens",
+            "menu_max_patterns",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -98,6 +124,16 @@ class PagerConfig:
             raise ConfigError(
                 f"min_pattern_successes must be an integer >= 0, got {self.min_pattern_successes!r}"
             )
+        if self.memory_mode not in MEMORY_MODES:
+            raise ConfigError(f"memory_mode must be one of {', '.join(MEMORY_MODES)}, got {self.memory_mode!r}")
+        for name in ("success_increment", "failure_decrement", "established_confidence", "proven_confidence",
+                     "demote_proven_below", "demote_established_below", "min_pattern_relevance",
+                     "copilot_min_confidence"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ConfigError(f"{name} must be a number in [0, 1], got {value!r}")
+        if self.confidence_half_life_days <= 0 or self.antipattern_failure_ratio <= 0:
+            raise ConfigError("confidence_half_life_days and antipattern_failure_ratio must be > 0")
         if self.embedder not in EMBEDDER_CHOICES:
             raise ConfigError(
                 f"embedder must be one of {', '.join(EMBEDDER_CHOICES)}, got {self.embedder!r}"
@@ -136,7 +172,7 @@ class PagerConfig:
             raw = env.get(f"MEMPAGER_{f.name.upper()}")
             if raw is None:
                 continue
-            if f.name == "embedder":
+            if f.name in ("embedder", "memory_mode"):
                 values[f.name] = raw.strip()
             elif f.type in ("int", int):
                 try:

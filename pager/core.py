@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -16,6 +16,7 @@ from .fusion import Cut, Fused, Packer, fuse, is_current
 from .page import Page, PageReport, SectionTotal, snippet_report
 from .patterns import Pattern
 from .pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
+from .procedural import ProceduralMixin
 from .protocols import Embedder
 from .salience import params_from_config
 from .semantic import SemanticLane
@@ -37,7 +38,7 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.casefold()) if w not in _STOP and len(w) > 1}
 
 
-class Pager(WriteBack):
+class Pager(ProceduralMixin, WriteBack):
     def __init__(
         self,
         store: DuckDBStore,
@@ -53,6 +54,7 @@ class Pager(WriteBack):
         self.config = config
         self.embedder_report = list(embedder_report)
         self._owns_store = owns_store
+        self.clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)  # tests freeze it
         self.semantic = SemanticLane(store, self.actor, embedder)
         self.semantic.load()
         self.workers = EmbedWorkers(
@@ -198,29 +200,6 @@ class Pager(WriteBack):
                         for f in rest if f.label in uris)
         return packer.snippets, cuts + packer.cuts
 
-    def procedural(self, goal: str) -> list[Pattern]:
-        """Proven patterns (coverage ≥ min_pattern_successes) whose trigger matches the goal."""
-        goal = check_text(goal, self.config.max_text_bytes, "goal")
-        goal_words = _words(goal)
-        out = []
-        for memory in self.store.query(self.actor, types=[MemoryType.PATTERN], limit=100_000):
-            pattern = Pattern.from_memory(memory)
-            if pattern.coverage < self.config.min_pattern_successes:
-                continue
-            spec = pattern.spec
-            if goal_words & _words(f"{spec.name} {spec.trigger}"):
-                out.append(pattern)
-        out.sort(key=lambda p: (-p.confidence, -p.coverage, p.memory.label))
-        return out
-
-    def recall_pattern(self, label: str) -> Pattern:
-        wanted = " ".join(label.split()).casefold()
-        for memory in self.store.query(self.actor, types=[MemoryType.PATTERN], limit=100_000):
-            pattern = Pattern.from_memory(memory)
-            if pattern.spec.label.casefold() == wanted:
-                return pattern
-        raise MemoryNotFound(f"no pattern labelled {label!r}; list them with procedural(goal)")
-
     def recall(
         self,
         query: str | None = None,
@@ -251,14 +230,22 @@ class Pager(WriteBack):
         hits = [m for m in rows if wanted <= _words(m.text)]
         return hits[offset: offset + limit]
 
-    def page(self, goal: str | None, query: str) -> Page:
+    def page(self, goal: str | None, query: str, *, turn: str | None = None) -> Page:
+        """The whole per-turn context. With ``turn``, what was injected is recorded for feedback."""
         pinned = self.pinned_block(goal)
-        patterns = tuple(self.procedural(goal)) if goal else ()
+        full, menu, avoid = self._procedures(goal)
+        procedure_uris = frozenset(p.uri for p in (*full, *menu, *avoid))
         snippets, cuts, sizes = self._retrieve(
-            query, None, self.config.retrieval_budget_tokens,
-            exclude=frozenset(pinned.uris) | frozenset(p.uri for p in patterns),
+            query, None, self.config.retrieval_budget_tokens, exclude=frozenset(pinned.uris) | procedure_uris
         )
-        pattern_tokens = sum(self.config.token_estimator(p.spec.render()) for p in patterns)
+        if turn is not None:
+            turn = check_text(turn, 1_000, "turn")
+            self.store.record_injections(
+                self.actor, turn, [(p.uri, "pattern") for p in full] + [(p.uri, "anti_pattern") for p in avoid]
+            )
+        estimate = self.config.token_estimator
+        pattern_tokens = sum(estimate(p.spec.render()) for p in full) + sum(
+            estimate(p.menu_line()) for p in (*menu, *avoid))
         report = PageReport(
             goal=goal,
             query=query,
@@ -266,14 +253,38 @@ class Pager(WriteBack):
             cuts=tuple(cuts) + tuple(Cut(u, "budget", "pinned budget reached") for u in pinned.omitted),
             sections={
                 "pinned": SectionTotal(pinned.tokens, self.config.pinned_budget_tokens, len(pinned.uris)),
-                "patterns": SectionTotal(pattern_tokens, pattern_tokens, len(patterns)),
+                "patterns": SectionTotal(pattern_tokens, self.config.patterns_budget_tokens,
+                                         len(full) + len(menu) + len(avoid)),
                 "retrieved": SectionTotal(sum(s.tokens for s in snippets),
                                           self.config.retrieval_budget_tokens, len(snippets)),
             },
             embedder=self.semantic.model,
             lane_sizes=sizes,
         )
-        return Page(goal, query, pinned, patterns, tuple(snippets), report)
+        return Page(goal, query, pinned, tuple(full), tuple(snippets), report, tuple(menu), tuple(avoid))
+
+    def _procedures(self, goal: str | None) -> tuple[list[Pattern], list[Pattern], list[Pattern]]:
+        """Proven patterns in full (within budget), a one-line menu of the rest, what to avoid."""
+        if not goal:
+            return [], [], []
+        ranked = self.procedural(goal)
+        estimate, budget = self.config.token_estimator, self.config.patterns_budget_tokens
+        full: list[Pattern] = []
+        menu: list[Pattern] = []
+        used = 0
+        for pattern in ranked:
+            cost = estimate(pattern.spec.render())
+            if len(full) < self.config.max_patterns_in_page and used + cost <= budget:
+                full.append(pattern)
+                used += cost
+            elif len(menu) < self.config.menu_max_patterns and used + estimate(pattern.menu_line()) <= budget:
+                menu.append(pattern)
+                used += estimate(pattern.menu_line())
+        avoid = [p for p in self.anti_patterns(goal) if used + estimate(p.menu_line()) <= budget]
+        return full, menu, avoid[: self.config.menu_max_patterns]
+
+    def _embedder(self) -> Embedder:
+        return self.semantic.embedder
 
     # -- forgetting and stats ------------------------------------------------------------------
     def forget(self, uri: str) -> None:

@@ -75,11 +75,11 @@ def play_session(p: Pager) -> None:
     for summary, outcome in SESSION["outcomes"]:
         p.record_outcome(summary, outcome)
     _say("procedural pattern, reinforced until proven")
-    existing = [pt for pt in p.procedural(PATTERN.trigger) if pt.spec.dedup_key() == PATTERN.dedup_key()]
-    coverage = existing[0].coverage if existing else 0
-    while coverage < p.config.min_pattern_successes:
+    for _ in range(20):  # a fresh pattern becomes proven after 10 successful applications
+        current = [pt for pt in p.patterns() if pt.spec.dedup_key() == PATTERN.dedup_key()]
+        if current and current[0].maturity == "proven":
+            break
         p.reinforce_pattern(PATTERN, derived_from=[])
-        coverage += 1
     p.set_goal(GOAL)
 
 

@@ -64,6 +64,37 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        2,
+        "page injections per turn, feedback log, review queue",
+        """
+        CREATE TABLE injections (
+            actor VARCHAR NOT NULL,
+            turn VARCHAR NOT NULL,
+            uri VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,
+            recorded_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (actor, turn, uri)
+        );
+        CREATE TABLE feedback_log (
+            actor VARCHAR NOT NULL,
+            turn VARCHAR NOT NULL,
+            outcome VARCHAR NOT NULL,
+            recorded_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (actor, turn)
+        );
+        CREATE TABLE review_queue (
+            id VARCHAR PRIMARY KEY,
+            actor VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,
+            payload VARCHAR NOT NULL,
+            status VARCHAR NOT NULL,
+            created_at TIMESTAMP NOT NULL,
+            decided_at TIMESTAMP,
+            result_uri VARCHAR
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

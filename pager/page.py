@@ -106,6 +106,8 @@ class Page:
     patterns: tuple[Pattern, ...]
     snippets: tuple[Snippet, ...]
     report: PageReport
+    menu: tuple[Pattern, ...] = ()
+    avoid: tuple[Pattern, ...] = ()
 
     def render(self) -> str:
         parts: list[str] = []
@@ -114,6 +116,12 @@ class Page:
         if self.patterns:
             parts.append("## Proven procedures")
             parts.extend(p.spec.render() for p in self.patterns)
+        if self.menu:
+            parts.append("## Other procedures (recall one by label)")
+            parts.extend(p.menu_line() for p in self.menu)
+        if self.avoid:
+            parts.append("## Patterns to avoid")
+            parts.extend(f"- {p.label}" for p in self.avoid)
         if self.snippets:
             parts.append(MEMORY_HEADER)
             parts.extend(render_snippet(s) for s in self.snippets)

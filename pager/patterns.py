@@ -114,18 +114,39 @@ class PatternSpec:
         ).strip()
 
 
+MATURITIES = ("nascent", "established", "proven")
+
+
 @dataclass(frozen=True, slots=True)
 class Pattern:
+    """A procedural pattern with its lifecycle state (kept in the memory's metadata)."""
+
     uri: str
     spec: PatternSpec
     strength: float
-    confidence: float
-    coverage: int
+    confidence: float  # base confidence: moved only by feedback, never by time
+    coverage: int  # successes observed (reinforcements + successful feedback)
     derived_from: tuple[str, ...]
     memory: Memory = field(repr=False)
+    failures: int = 0
+    applications: int = 0
+    maturity: str = "nascent"
+    status: str = "active"  # active | deprecated
+    anti_pattern: bool = False
+    last_applied_at: str | None = None
+    decayed_confidence: float = 0.0  # confidence × 0.5^(days since last applied / half-life), at read
+    note: str | None = None  # e.g. how a misspelt label was resolved
+
+    @property
+    def successes(self) -> int:
+        return self.coverage
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
 
     @classmethod
-    def from_memory(cls, memory: Memory) -> Pattern:
+    def from_memory(cls, memory: Memory, decayed: float | None = None) -> Pattern:
         meta: Mapping[str, Any] = memory.metadata
         derived: Sequence[str] = meta.get("derived_from", ())
         return cls(
@@ -136,7 +157,20 @@ class Pattern:
             coverage=int(meta.get("coverage", 0)),
             derived_from=tuple(derived),
             memory=memory,
+            failures=int(meta.get("failures", 0)),
+            applications=int(meta.get("applications", meta.get("coverage", 0))),
+            maturity=str(meta.get("maturity", "nascent")),
+            status=str(meta.get("status", "active")),
+            anti_pattern=bool(meta.get("anti_pattern", False)),
+            last_applied_at=meta.get("last_applied_at"),
+            decayed_confidence=memory.confidence if decayed is None else decayed,
         )
+
+    def menu_line(self) -> str:
+        """About 50 tokens: the label and when to use it."""
+        when = self.spec.trigger or (self.spec.steps[0] if self.spec.steps else "")
+        line = f"- `{self.label}` — {when}"
+        return line if len(line) <= 200 else line[:197] + "…"
 
 
 def text_for_index(text: str) -> str:

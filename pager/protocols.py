@@ -6,11 +6,11 @@ Small, batch-first, one return type each. ``embedders/`` and ``index/`` implemen
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .types import FloatMatrix, LabelArray, Memory, MemoryType, NewMemory, PutResult, Role, Source
 
@@ -158,5 +158,22 @@ class Store(Protocol):
     def pending_stats(self, actor: str, model: str) -> PendingStats: ...
 
     def record_embed_failure(self, model: str, labels: Sequence[int], error: str) -> None: ...
+
+    # -- journal: page injections, feedback, review queue --------------------------------------
+    def record_injections(self, actor: str, turn: str, items: Sequence[tuple[str, str]]) -> None: ...
+
+    def injections(self, actor: str, turn: str) -> list[tuple[str, str]]: ...
+
+    def claim_feedback(self, actor: str, turn: str, outcome: str) -> bool: ...
+
+    def review_add(self, actor: str, kind: str, payload: Mapping[str, Any]) -> str: ...
+
+    def review_find(self, actor: str, kind: str, key: str, value: str) -> Any: ...
+
+    def review_list(self, actor: str, status: str | None = "pending") -> list[Any]: ...
+
+    def review_get(self, actor: str, review_id: str) -> Any: ...
+
+    def review_close(self, actor: str, review_id: str, status: str, result_uri: str | None) -> None: ...
 
     def close(self) -> None: ...

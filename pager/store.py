@@ -15,12 +15,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 
 from .errors import InvalidInput, MemoryNotFound, StoreError, StoreLocked
 from .migrations import migrate
 from .protocols import SalienceParams
-from .store_base import MEMORY_COLUMNS, DuckBase, naive_utc, row_to_memory
+from .store_base import MEMORY_COLUMNS, DuckBase, naive_utc, row_to_memory, translate
+from .store_journal import JournalMixin
 from .store_reads import SqlReadsMixin
 from .store_vectors import VectorsMixin
 from .table import ActorTable
@@ -72,7 +74,7 @@ def open_store(path: str | Path) -> DuckDBStore:
     return DuckDBStore(path)
 
 
-class DuckDBStore(SqlReadsMixin, VectorsMixin, DuckBase):
+class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
         path = Path(path)
         if not read_only:
@@ -95,8 +97,11 @@ class DuckDBStore(SqlReadsMixin, VectorsMixin, DuckBase):
                     migrate(self._con(), self._path)
                     self._ensure_store_id()
             rows = self._fetch("SELECT value FROM store_meta WHERE key = 'store_id'")
-        except BaseException:
+        except duckdb.Error as exc:
             self.close()  # a refused store must not stay open and registered
+            raise translate(exc, self._path) from exc
+        except BaseException:
+            self.close()
             raise
         self.store_id: str = rows[0][0] if rows else ""
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from .config import PagerConfig
 from .errors import InvalidInput
-from .patterns import PatternSpec
+from .lifecycle import next_maturity
+from .patterns import Pattern, PatternSpec
 from .protocols import Store
 from .types import Memory, MemoryType, NewMemory, PutResult, Scope, Source
 from .validate import check_text, check_type, parse_time
@@ -42,6 +44,7 @@ class WriteBack:
     store: Store
     actor: str
     config: PagerConfig
+    clock: Callable[[], datetime]
 
     def _after_write(self, results: Sequence[PutResult]) -> None:  # pragma: no cover - Pager
         raise NotImplementedError
@@ -67,7 +70,27 @@ class WriteBack:
                     raise InvalidInput(f"{name} must be one of {allowed}, got {fields[name]!r}") from None
         return NewMemory(actor=self.actor, type=mtype, text=body, **fields)
 
+    def _gate(self, item: NewMemory) -> str | None:
+        """The encoding gate (seed 000 "memory modes"): a uri when the item is held back.
+
+        User-stated and observed memories are trusted. LLM- and consolidation-sourced ones are
+        saved in autopilot, queued for review in copilot unless confident, dropped in off —
+        the returned ``review://`` / ``gate://`` uri says which.
+        """
+        if item.source not in (Source.LLM, Source.CONSOLIDATION) or self.config.memory_mode == "autopilot":
+            return None
+        if self.config.memory_mode == "off":
+            return f"gate://{self.actor}/off"
+        if item.confidence >= self.config.copilot_min_confidence:
+            return None
+        payload = {"type": item.type.value, "text": item.text, "source": item.source.value,
+                   "confidence": item.confidence, "importance": item.importance, "tags": list(item.tags)}
+        return f"review://{self.actor}/{self.store.review_add(self.actor, 'memory', payload)}"
+
     def _put(self, item: NewMemory) -> str:
+        held = self._gate(item)
+        if held is not None:
+            return held
         result = self.store.put(item)
         self._after_write([result])
         return result.memory.uri
@@ -84,14 +107,23 @@ class WriteBack:
         return self._put(self._new(MemoryType.PROFILE, text, **fields))
 
     def record_outcome(
-        self, summary: str, outcome: str, intent_ref: str | None = None, **fields: Any
+        self, summary: str, outcome: str, intent_ref: str | None = None, *, turn: str | None = None,
+        **fields: Any,
     ) -> str:
+        """An episodic outcome. With ``turn``, success/failure also feeds back to the patterns
+        that turn's page injected (once per turn)."""
         if outcome not in OUTCOMES:
             raise InvalidInput(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
         body = check_text(summary, self.config.max_text_bytes, "summary")
         meta = {**dict(fields.pop("metadata", {}) or {}), "outcome": outcome, "intent_ref": intent_ref}
         text = f"{body.strip()} — outcome: {outcome}"
-        return self._put(self._new(MemoryType.OUTCOME, text, metadata=meta, **fields))
+        uri = self._put(self._new(MemoryType.OUTCOME, text, metadata={**meta, "turn": turn}, **fields))
+        if turn is not None and outcome in ("success", "failure"):
+            self.feedback(turn, outcome)
+        return uri
+
+    def feedback(self, turn: str, outcome: str) -> int:
+        raise NotImplementedError  # pragma: no cover - ProceduralMixin
 
     def remember_many(self, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """Batch write (columnar insert). Every item is validated before anything is stored."""
@@ -109,9 +141,12 @@ class WriteBack:
                 built.append(self._new(item.get("type", MemoryType.FACT), item.get("text"), **fields))
             except InvalidInput as exc:
                 raise type(exc)(f"item {i}: {exc}") from exc
-        results = self.store.put_many(built)
-        self._after_write(results)
-        return [r.memory.uri for r in results]
+        held = [self._gate(item) for item in built]
+        results = iter(self.store.put_many([item for item, h in zip(built, held, strict=True) if h is None]))
+        stored = [next(results) for h in held if h is None]
+        self._after_write(stored)
+        by_position = iter(stored)
+        return [h if h is not None else next(by_position).memory.uri for h in held]
 
     # -- pinned material --------------------------------------------------------------------
     def set_identity(self, text: str) -> str:
@@ -151,9 +186,14 @@ class WriteBack:
             raise InvalidInput(f"spec must be a PatternSpec, got {type(spec).__name__}")
         if isinstance(coverage, bool) or not isinstance(coverage, int) or coverage < 0:
             raise InvalidInput(f"coverage must be an integer >= 0, got {coverage!r}")
+        maturity = "nascent"
+        for _ in range(2):  # an explicit state may already be established or proven
+            maturity = next_maturity(maturity, strength, coverage, self.config)
         item = self._new(
             MemoryType.PATTERN, spec.encode(), strength=strength, confidence=strength,
-            metadata={"coverage": coverage, "derived_from": list(derived_from)},
+            metadata={"coverage": coverage, "applications": coverage, "failures": 0, "maturity": maturity,
+                      "derived_from": list(derived_from), "status": "active",
+                      "last_applied_at": self.clock().isoformat() if coverage else None},
         )
         result = self.store.put(NewMemory(**{**_fields(item), "dedup_key": spec.dedup_key()}))
         if not result.created:  # an explicit write states the pattern as given
@@ -165,23 +205,34 @@ class WriteBack:
         return result.memory.uri
 
     def reinforce_pattern(self, spec: PatternSpec, derived_from: Sequence[str] = ()) -> str:
-        """Another success: coverage +1 and strength nudged up (dedup: name → trigger → steps)."""
+        """Another success: coverage +1, confidence +success_increment, strength nudged up.
+
+        Dedup by name → trigger → steps; fields the new spec leaves empty keep their values.
+        """
         if not isinstance(spec, PatternSpec):
             raise InvalidInput(f"spec must be a PatternSpec, got {type(spec).__name__}")
         existing = self._find_pattern(spec)
         if existing is None:
             return self.write_pattern(spec, strength=0.5, coverage=1, derived_from=derived_from)
-        meta = dict(existing.metadata)
-        meta["coverage"] = int(meta.get("coverage", 0)) + 1
-        meta["derived_from"] = sorted(set(meta.get("derived_from", [])) | set(derived_from))
-        nudged = existing.strength + 0.1 * (1.0 - existing.strength)
-        merged = PatternSpec.decode(existing.text).merged_with(spec)
-        updated = self.store.update(
-            self.actor, existing.id, text=merged.encode(), strength=nudged,
-            confidence=max(existing.confidence, nudged), metadata=meta,
-        )
-        self._after_write([PutResult(updated, created=False)])
+        pattern = Pattern.from_memory(existing)
+        if derived_from:
+            meta = dict(existing.metadata)
+            meta["derived_from"] = sorted(set(meta.get("derived_from", [])) | set(derived_from))
+            pattern = Pattern.from_memory(self.store.update(self.actor, existing.id, metadata=meta))
+        updated = self._apply_evidence(pattern, "success", spec)
+        self._after_write([PutResult(updated.memory, created=False)])
         return updated.uri
+
+    def learn_rule(self, text: str, derived_from: Sequence[str] = ()) -> str:
+        """A rule that came from experience: a one-step pattern with the same lifecycle.
+
+        (Rules the user states are inviolable and pinned: use ``add_rule`` for those.)
+        """
+        body = check_text(text, self.config.max_text_bytes, "rule")
+        return self.reinforce_pattern(PatternSpec(name=body.strip()[:120], steps=[body.strip()]), derived_from)
+
+    def _apply_evidence(self, pattern: Pattern, outcome: str, spec: PatternSpec | None = None) -> Pattern:
+        raise NotImplementedError  # pragma: no cover - ProceduralMixin
 
     def _find_pattern(self, spec: PatternSpec) -> Memory | None:
         return self.store.find(self.actor, MemoryType.PATTERN, spec.dedup_key())

@@ -1,0 +1,239 @@
+"""Procedural memory on the Pager: ranking, feedback attribution, sweeps, inversions, review.
+
+Mixed into ``Pager``. Nothing here deletes a memory: deprecation and flags are metadata, and
+removal is always an explicit ``forget``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from . import lifecycle
+from .config import PagerConfig
+from .errors import InvalidInput, MemoryNotFound
+from .patterns import Pattern, PatternSpec
+from .protocols import Embedder, Store
+from .store_journal import ReviewItem
+from .types import MemoryType, NewMemory, Source
+from .validate import check_text, parse_uri
+
+log = logging.getLogger("mempager.procedural")
+_WORD = re.compile(r"[\w][\w.:/@#+-]*[\w]|[\w]")
+_STOP = frozenset(
+    "a an and are as at be by do for from has have how i in is it me my of on or the to was "
+    "what when where which who why with you your".split()
+)
+OUTCOMES = ("success", "failure")
+
+
+def words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.casefold()) if w not in _STOP and len(w) > 1}
+
+
+class LabelResolved(UserWarning):
+    """recall_pattern resolved a misspelt label to the closest existing one."""
+
+
+class ProceduralMixin:
+    store: Store
+    actor: str
+    config: PagerConfig
+    clock: Callable[[], datetime]
+
+    def _embedder(self) -> Embedder:  # pragma: no cover - Pager
+        raise NotImplementedError
+
+    # -- reading ------------------------------------------------------------------------------
+    def patterns(self, include_inactive: bool = False) -> list[Pattern]:
+        """Every pattern of this actor with its decayed confidence as of now."""
+        now = self.clock()
+        out = []
+        for memory in self.store.query(self.actor, types=[MemoryType.PATTERN], limit=1_000_000, order="oldest"):
+            pattern = Pattern.from_memory(memory)
+            pattern = replace(pattern, decayed_confidence=lifecycle.decayed_confidence(pattern, now, self.config))
+            if include_inactive or pattern.status == "active":
+                out.append(pattern)
+        return out
+
+    def _relevance(self, goal: str, candidates: Sequence[Pattern]) -> list[float]:
+        """Half semantic (cosine of goal and trigger), half lexical (trigger words in the goal)."""
+        if not candidates:
+            return []
+        texts = [f"{p.spec.name}. {p.spec.trigger}".strip() for p in candidates]
+        vectors = self._embedder().embed([goal, *texts], role="query")
+        cos = np.clip(vectors[1:] @ vectors[0], 0.0, 1.0)
+        goal_words = words(goal)
+        lexical = [len(goal_words & words(t)) / max(1, len(words(t))) for t in texts]
+        return [0.5 * float(c) + 0.5 * lx for c, lx in zip(cos, lexical, strict=True)]
+
+    def procedural(
+        self, goal: str, *, rank: str = "confidence", seed: int | None = None, include_menu: bool = False
+    ) -> list[Pattern]:
+        """Injectable patterns (≥ min_pattern_successes successes) matching ``goal``, best first.
+
+        ``rank="confidence"`` orders by decayed confidence × relevance; ``rank="thompson"`` by a
+        draw from Beta(successes + 1, failures + 1) × relevance (seeded for reproducibility).
+        """
+        goal = check_text(goal, self.config.max_text_bytes, "goal")
+        if rank not in ("confidence", "thompson"):
+            raise InvalidInput(f"rank must be 'confidence' or 'thompson', got {rank!r}")
+        pool = [p for p in self.patterns() if not p.anti_pattern and p.successes >= self.config.min_pattern_successes]
+        relevance = self._relevance(goal, pool)
+        rng = np.random.default_rng(seed)
+        scored = []
+        for pattern, rel in zip(pool, relevance, strict=True):
+            if rel < self.config.min_pattern_relevance:
+                continue
+            base = (float(rng.beta(pattern.successes + 1, pattern.failures + 1)) if rank == "thompson"
+                    else pattern.decayed_confidence)
+            scored.append((base * rel, pattern))
+        scored.sort(key=lambda item: (-item[0], item[1].memory.label))
+        return [p for _, p in scored]
+
+    def anti_patterns(self, goal: str) -> list[Pattern]:
+        pool = [p for p in self.patterns() if p.anti_pattern]
+        relevance = self._relevance(goal, pool)
+        hits = [(rel, p) for p, rel in zip(pool, relevance, strict=True) if rel >= self.config.min_pattern_relevance]
+        return [p for _, p in sorted(hits, key=lambda item: (-item[0], item[1].memory.label))]
+
+    def recall_pattern(self, label: str) -> Pattern:
+        """One pattern in full by label; a typo resolves to the closest label, with a warning."""
+        label = check_text(label, 10_000, "label")
+        patterns = self.patterns(include_inactive=True)
+        by_label = {p.label.casefold(): p for p in reversed(patterns)}
+        wanted = " ".join(label.split()).casefold()
+        if wanted in by_label:
+            return by_label[wanted]
+        close = difflib.get_close_matches(wanted, list(by_label), n=1, cutoff=0.6)
+        if not close:
+            known = ", ".join(sorted(p.label for p in patterns)[:20]) or "none yet"
+            raise MemoryNotFound(f"no pattern labelled {label!r}; known labels: {known}")
+        resolved = by_label[close[0]]
+        note = f"no pattern labelled {label!r}; resolved to the closest label {resolved.label!r}"
+        warnings.warn(note, LabelResolved, stacklevel=2)
+        return replace(resolved, note=note)
+
+    # -- evidence -----------------------------------------------------------------------------
+    def _apply_evidence(self, pattern: Pattern, outcome: str, spec: PatternSpec | None = None) -> Pattern:
+        confidence, meta = lifecycle.apply(pattern, lifecycle.Evidence(outcome, self.clock()), self.config)
+        changes: dict[str, Any] = {"confidence": confidence, "metadata": meta}
+        if outcome == "success":
+            changes["strength"] = pattern.strength + 0.1 * (1.0 - pattern.strength)
+        if spec is not None:
+            changes["text"] = pattern.spec.merged_with(spec).encode()
+        updated = Pattern.from_memory(self.store.update(self.actor, pattern.memory.id, **changes))
+        if outcome == "failure":
+            self._maybe_propose_inversion(updated)
+        return updated
+
+    def feedback(self, turn: str, outcome: str) -> int:
+        """Apply success/failure to exactly the patterns the page injected for ``turn``.
+
+        Idempotent: the same feedback for the same turn twice changes nothing the second time.
+        Returns how many patterns were updated.
+        """
+        turn = check_text(turn, 1_000, "turn")
+        if outcome not in OUTCOMES:
+            raise InvalidInput(f"feedback outcome must be 'success' or 'failure', got {outcome!r}")
+        if not self.store.claim_feedback(self.actor, turn, outcome):
+            return 0
+        updated = 0
+        for uri, kind in self.store.injections(self.actor, turn):
+            if kind != "pattern":
+                continue
+            _, _, memory_id = parse_uri(uri)
+            memory = self.store.get(self.actor, memory_id)
+            if memory is None:  # forgotten since the turn; nothing to credit
+                continue
+            self._apply_evidence(Pattern.from_memory(memory), outcome)
+            updated += 1
+        return updated
+
+    # -- maintenance --------------------------------------------------------------------------
+    def sweep(self) -> dict[str, int]:
+        """Decay, promote/demote one level, flag removal candidates, propose inversions."""
+        counts = {"promoted": 0, "demoted": 0, "flagged_for_removal": 0, "inversions_proposed": 0}
+        order = {"nascent": 0, "established": 1, "proven": 2}
+        for pattern in self.patterns():
+            if pattern.anti_pattern:
+                continue
+            decayed = pattern.decayed_confidence
+            maturity = lifecycle.next_maturity(pattern.maturity, decayed, pattern.applications, self.config)
+            flag = None
+            if decayed < 0.1 and pattern.failures > pattern.successes:
+                flag = "removal"
+                counts["flagged_for_removal"] += 1
+            elif decayed < 0.2:
+                flag = "demotion"
+            meta = pattern.memory.metadata
+            if maturity != pattern.maturity or flag != meta.get("flagged"):
+                key = "promoted" if order[maturity] > order[pattern.maturity] else "demoted"
+                if maturity != pattern.maturity:
+                    counts[key] += 1
+                self.store.update(self.actor, pattern.memory.id,
+                                  metadata={**meta, "maturity": maturity, "flagged": flag})
+            counts["inversions_proposed"] += self._maybe_propose_inversion(pattern)
+        return counts
+
+    def _maybe_propose_inversion(self, pattern: Pattern) -> int:
+        if pattern.anti_pattern or not lifecycle.inversion_due(pattern.successes, pattern.failures, self.config):
+            return 0
+        if self.store.review_find(self.actor, "inversion", "uri", pattern.uri) is not None:
+            return 0
+        self.store.review_add(self.actor, "inversion", {"uri": pattern.uri, "text": lifecycle.inversion_text(pattern)})
+        log.info("proposed inversion of %s (%d failures vs %d successes)", pattern.uri, pattern.failures,
+                 pattern.successes)
+        return 1
+
+    # -- review queue -------------------------------------------------------------------------
+    def review(self, status: str | None = "pending") -> list[ReviewItem]:
+        return self.store.review_list(self.actor, status)
+
+    def decide(self, review_id: str, accept: bool) -> str | None:
+        """Accept or reject a queued item; returns the uri written when accepted."""
+        item = self.store.review_get(self.actor, review_id)
+        if item.status != "pending":
+            raise InvalidInput(f"review item {review_id!r} was already {item.status}")
+        uri = None
+        if accept and item.kind == "inversion":
+            uri = self._apply_inversion(item)
+        elif accept and item.kind == "memory":
+            payload = dict(item.payload)
+            new = NewMemory(actor=self.actor, type=MemoryType(payload["type"]), text=payload["text"],
+                            source=Source(payload["source"]), confidence=float(payload["confidence"]),
+                            importance=float(payload["importance"]), tags=tuple(payload.get("tags", ())))
+            result = self.store.put(new)
+            self._after_write([result])
+            uri = result.memory.uri
+        self.store.review_close(self.actor, review_id, "accepted" if accept else "rejected", uri)
+        return uri
+
+    def _after_write(self, results: Sequence[Any]) -> None:  # pragma: no cover - Pager
+        raise NotImplementedError
+
+    def _apply_inversion(self, item: ReviewItem) -> str:
+        _, _, memory_id = parse_uri(item.payload["uri"])
+        original = self.store.get(self.actor, memory_id)
+        if original is None:
+            raise MemoryNotFound(f"the pattern {item.payload['uri']} to invert no longer exists")
+        pattern = Pattern.from_memory(original)
+        spec = PatternSpec(name=str(item.payload["text"]), trigger=pattern.spec.trigger,
+                           steps=pattern.spec.steps, gotchas=pattern.spec.gotchas)
+        new = NewMemory(actor=self.actor, type=MemoryType.PATTERN, text=spec.encode(), source=Source.CONSOLIDATION,
+                        confidence=0.5, metadata={"anti_pattern": True, "inverted_from": pattern.uri,
+                                                  "coverage": 0, "maturity": "nascent"},
+                        dedup_key=spec.dedup_key())
+        result = self.store.put(new)
+        self.store.update(self.actor, memory_id, confidence=0.0, superseded_by=result.memory.uri,
+                          metadata={**original.metadata, "status": "deprecated"})
+        self._after_write([result])
+        return result.memory.uri

@@ -79,6 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("forget", parents=[common], help="hard-delete a memory by uri")
     p.add_argument("uri")
     sub.add_parser("stats", parents=[common], help="counts, embedder, embedding lag")
+    p = sub.add_parser("review", parents=[common], help="list or decide queued memories and inversions")
+    p.add_argument("--accept", metavar="ID", default=None)
+    p.add_argument("--reject", metavar="ID", default=None)
+    p.add_argument("--all", action="store_true", help="include decided items")
+    sub.add_parser("sweep", parents=[common], help="decay, promote/demote patterns, propose inversions")
+    p = sub.add_parser("feedback", parents=[common], help="success/failure for the patterns a turn injected")
+    p.add_argument("turn")
+    p.add_argument("outcome", choices=["success", "failure"])
     sub.add_parser("demo", parents=[common], help="play a scripted agent session and show the page")
     return parser
 
@@ -95,6 +103,24 @@ def _open(args: argparse.Namespace) -> Any:
 def _memory_line(m: Any) -> str:
     text = " ".join(m.text.split())
     return f"{m.uri}  [{m.type.value} · {m.created_at:%Y-%m-%d %H:%M}]  {text}"
+
+
+def _review(p: Any, args: argparse.Namespace, as_json: bool) -> None:
+    if args.accept or args.reject:
+        uri = p.decide(args.accept or args.reject, accept=bool(args.accept))
+        result = {"decided": args.accept or args.reject, "accepted": bool(args.accept), "uri": uri}
+        _print_json(result) if as_json else print(f"{'accepted' if args.accept else 'rejected'}"
+                                                  f"{': ' + uri if uri else ''}")
+        return
+    items = p.review(status=None if args.all else "pending")
+    if as_json:
+        _print_json(items)
+        return
+    for item in items:
+        text = item.payload.get("text", "")
+        print(f"{item.id}  [{item.kind} · {item.status}]  {text}")
+    if not items:
+        print("(review queue empty)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -137,6 +163,14 @@ def _run(args: argparse.Namespace) -> int:
         elif cmd == "forget":
             p.forget(args.uri)
             _print_json({"forgotten": args.uri}) if as_json else print(f"forgotten: {args.uri}")
+        elif cmd == "review":
+            _review(p, args, as_json)
+        elif cmd == "sweep":
+            counts = p.sweep()
+            _print_json(counts) if as_json else print(", ".join(f"{k} {v}" for k, v in counts.items()))
+        elif cmd == "feedback":
+            n = p.feedback(args.turn, args.outcome)
+            _print_json({"updated": n}) if as_json else print(f"{args.outcome} applied to {n} patterns")
         elif cmd == "stats":
             stats = p.stats()
             if as_json:

@@ -86,3 +86,23 @@ def test_make_run_prints_pinned_block_and_report(tmp_path: Path) -> None:
     assert "## Identity" in proc.stdout and "## User profile" in proc.stdout
     assert "Paging report" in proc.stdout and "CUT" in proc.stdout
     assert (tmp_path / "demo.duckdb").exists()
+
+
+def test_cli_review_sweep_feedback(tmp_path: Path) -> None:
+    env_store = tmp_path / "cli.duckdb"
+    import pager
+    from pager import PagerConfig, PatternSpec
+
+    with pager.open(env_store, actor="default", config=PagerConfig(embedder="hash", memory_mode="copilot")) as p:
+        held = p.remember_fact("The user may prefer dark mode", source="llm", confidence=0.2)
+        assert held.startswith("review://")
+        for _ in range(3):
+            p.reinforce_pattern(PatternSpec(name="ship", trigger="ship the service", steps=["a"]))
+        p.page("ship the service", "q", turn="t1")
+    listed = run(tmp_path, "review").stdout
+    assert "The user may prefer dark mode" in listed
+    item_id = listed.split()[0]
+    assert "accepted: mem://default/fact/" in run(tmp_path, "review", "--accept", item_id).stdout
+    assert "(review queue empty)" in run(tmp_path, "review").stdout
+    assert "success applied to 1 patterns" in run(tmp_path, "feedback", "t1", "success").stdout
+    assert set(json.loads(run(tmp_path, "sweep", "--json").stdout)) == {"promoted", "demoted", "flagged_for_removal", "inversions_proposed"}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from .audit import AuditEntry
 from .config import PagerConfig
 from .core import Pager
 from .errors import ConfigError
@@ -29,6 +30,7 @@ def open(  # noqa: A001 - the public name the design asks for
     config: PagerConfig | None = None,
     embedder: Embedder | None = None,
     environ: Mapping[str, str] | None = None,
+    on_audit_event: Callable[[AuditEntry], None] | None = None,
 ) -> Pager:
     """Open (creating if needed) the store at ``path`` for ``actor``.
 
@@ -43,7 +45,8 @@ def open(  # noqa: A001 - the public name the design asks for
             embedder, report = _choose_embedder(cfg, actor)
         else:
             report = [{"name": embedder.name, "status": "active", "reason": "passed to pager.open"}]
-        return Pager(store, actor, config=cfg, embedder=embedder, embedder_report=report)
+        return Pager(store, actor, config=cfg, embedder=embedder, embedder_report=report,
+                     on_audit_event=on_audit_event)
     except builtins.BaseException:
         store.close()
         raise

@@ -83,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--accept", metavar="ID", default=None)
     p.add_argument("--reject", metavar="ID", default=None)
     p.add_argument("--all", action="store_true", help="include decided items")
+    p = sub.add_parser("audit", parents=[common], help="list audit entries, or `audit verify` the chain")
+    p.add_argument("action", nargs="?", choices=["list", "verify"], default="list")
+    p.add_argument("--since", default=None, help="e.g. 7d, 12h, or an ISO time")
+    p.add_argument("--limit", type=int, default=1000)
     sub.add_parser("sweep", parents=[common], help="decay, promote/demote patterns, propose inversions")
     p = sub.add_parser("feedback", parents=[common], help="success/failure for the patterns a turn injected")
     p.add_argument("turn")
@@ -121,6 +125,24 @@ def _review(p: Any, args: argparse.Namespace, as_json: bool) -> None:
         print(f"{item.id}  [{item.kind} · {item.status}]  {text}")
     if not items:
         print("(review queue empty)")
+
+
+def _audit(p: Any, args: argparse.Namespace, as_json: bool) -> int:
+    if args.action == "verify":
+        report = p.verify_audit()
+        if as_json:
+            _print_json(report)
+        elif report.ok:
+            print(f"audit chain intact: {report.checked} entries")
+        else:
+            print(f"audit chain BROKEN at entry {report.first_broken}: {report.reason}")
+        return 0 if report.ok else 1
+    entries = p.audit(since=args.since, limit=args.limit)
+    if as_json:
+        _print_json(entries)
+    for e in [] if as_json else entries:
+        print(f"{e.seq:>6} {e.at:%Y-%m-%d %H:%M:%S} {e.op:<9} {e.uri}  {e.content_hash[:12]}  {e.hash[:12]}")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -165,6 +187,8 @@ def _run(args: argparse.Namespace) -> int:
             _print_json({"forgotten": args.uri}) if as_json else print(f"forgotten: {args.uri}")
         elif cmd == "review":
             _review(p, args, as_json)
+        elif cmd == "audit":
+            return _audit(p, args, as_json)
         elif cmd == "sweep":
             counts = p.sweep()
             _print_json(counts) if as_json else print(", ".join(f"{k} {v}" for k, v in counts.items()))

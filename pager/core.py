@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from .audit import AuditEntry, AuditReport
 from .config import PagerConfig
 from .errors import InvalidInput, MemoryNotFound, PagerError
 from .fusion import Cut, Fused, Packer, fuse, is_current
@@ -22,7 +23,7 @@ from .salience import params_from_config
 from .semantic import SemanticLane
 from .store import DuckDBStore
 from .types import Memory, MemoryType, PutResult, Snippet, Source
-from .validate import check_actor, check_text, check_type, normalize, parse_time, parse_uri
+from .validate import check_actor, check_text, check_type, normalize, parse_since, parse_time, parse_uri
 from .worker import EmbedWorkers
 from .writeback import WriteBack
 
@@ -48,6 +49,7 @@ class Pager(ProceduralMixin, WriteBack):
         embedder: Embedder,
         embedder_report: Sequence[dict[str, str]] = (),
         owns_store: bool = True,
+        on_audit_event: Callable[[AuditEntry], None] | None = None,
     ) -> None:
         self.store = store
         self.actor = check_actor(actor)
@@ -61,6 +63,13 @@ class Pager(ProceduralMixin, WriteBack):
             self.semantic, workers=config.embed_workers, batch_size=config.embed_batch_size
         )
         self._closed = False
+        self._audit_listener: Callable[[AuditEntry], None] | None = None
+        if on_audit_event is not None:
+            def listener(entry: AuditEntry) -> None:
+                if entry.actor == self.actor:
+                    on_audit_event(entry)
+            self._audit_listener = listener
+            store.add_audit_listener(listener)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def __enter__(self) -> Pager:
@@ -74,6 +83,8 @@ class Pager(ProceduralMixin, WriteBack):
             return
         self._closed = True
         self.workers.stop()
+        if self._audit_listener is not None:
+            self.store.remove_audit_listener(self._audit_listener)
         if self._owns_store:
             self.store.close()
 
@@ -296,6 +307,13 @@ class Pager(ProceduralMixin, WriteBack):
             if removed is None:
                 raise MemoryNotFound(f"no memory {uri} for actor {self.actor!r}; it may be forgotten already")
             self.semantic.remove([removed.label])
+
+    def audit(self, since: Any = None, limit: int = 1000) -> list[AuditEntry]:
+        """This actor's audit entries, oldest first (``since``: a time, or "7d" / "12h" / "30m")."""
+        return self.store.audit_entries(self.actor, parse_since(since) if since is not None else None, limit)
+
+    def verify_audit(self) -> AuditReport:
+        return self.store.verify_audit()
 
     def get(self, uri: str) -> Memory:
         actor, _, memory_id = parse_uri(uri)

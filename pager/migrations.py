@@ -95,6 +95,22 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        3,
+        "hash-chained audit trail",
+        """
+        CREATE TABLE audit (
+            seq BIGINT PRIMARY KEY,
+            recorded_at TIMESTAMP NOT NULL,
+            actor VARCHAR NOT NULL,
+            op VARCHAR NOT NULL,
+            uri VARCHAR NOT NULL,
+            content_hash VARCHAR NOT NULL,
+            prev_hash VARCHAR NOT NULL,
+            hash VARCHAR NOT NULL
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

@@ -130,7 +130,8 @@ class ProceduralMixin:
             changes["strength"] = pattern.strength + 0.1 * (1.0 - pattern.strength)
         if spec is not None:
             changes["text"] = pattern.spec.merged_with(spec).encode()
-        updated = Pattern.from_memory(self.store.update(self.actor, pattern.memory.id, **changes))
+        op = "reinforce" if spec is not None else "feedback"
+        updated = Pattern.from_memory(self.store.update(self.actor, pattern.memory.id, op=op, **changes))
         if outcome == "failure":
             self._maybe_propose_inversion(updated)
         return updated

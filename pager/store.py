@@ -96,6 +96,7 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
                 with self._write_lock:
                     migrate(self._con(), self._path)
                     self._ensure_store_id()
+            self._load_audit_tail()
             rows = self._fetch("SELECT value FROM store_meta WHERE key = 'store_id'")
         except duckdb.Error as exc:
             self.close()  # a refused store must not stay open and registered
@@ -128,36 +129,32 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
         keys = [dedup_key_of(it) for it in items]
         with self._tx() as con:
             existing = self._existing(con, items, keys)
-            first: dict[tuple[str, str, str], int] = {}
+            slot: dict[tuple[str, str, str], int] = dict(existing)  # dedup key -> label
             fresh: list[int] = []
             for i, (it, key) in enumerate(zip(items, keys, strict=True)):
-                k = (it.actor, it.type.value, key)
-                if k not in existing and k not in first:
-                    first[k] = i
+                if (it.actor, it.type.value, key) not in slot:
+                    slot[(it.actor, it.type.value, key)] = -1 - i  # placeholder until inserted
                     fresh.append(i)
             fresh_set = set(fresh)
             ids = [secrets.token_hex(8) for _ in fresh]
             bumps = [(it, key) for i, (it, key) in enumerate(zip(items, keys, strict=True)) if i not in fresh_set]
             labels = self._insert(con, [items[i] for i in fresh], [keys[i] for i in fresh], ids, now)
+            loaded = {labels[j]: self._as_memory(items[i], keys[i], labels[j], ids[j], now)
+                      for j, i in enumerate(fresh)}
+            for j, i in enumerate(fresh):
+                slot[(items[i].actor, items[i].type.value, keys[i])] = labels[j]
             if bumps:
                 self._bump(con, bumps, now)
-        fresh_set = set(fresh)
-        built = {labels[j]: self._as_memory(items[i], keys[i], labels[j], ids[j], now)
-                 for j, i in enumerate(fresh)}
-        all_labels = {**existing}
-        all_labels.update({(items[i].actor, items[i].type.value, keys[i]): labels[j] for j, i in enumerate(fresh)})
-        stale: dict[str, list[int]] = {}  # memories that changed in this call: read them back
-        for i, (it, key) in enumerate(zip(items, keys, strict=True)):
-            lab = all_labels[(it.actor, it.type.value, key)]
-            if i not in fresh_set:
-                stale.setdefault(it.actor, []).append(lab)
-        loaded: dict[int, Memory] = dict(built)
-        for actor, labs in stale.items():
-            loaded.update(self._sql_get_many(actor, labs))
-        return [
-            PutResult(memory=loaded[all_labels[(it.actor, it.type.value, key)]], created=i in fresh_set)
-            for i, (it, key) in enumerate(zip(items, keys, strict=True))
-        ]
+                for actor in {it.actor for it, _ in bumps}:  # read back what the bumps changed
+                    changed = [slot[(it.actor, it.type.value, key)] for it, key in bumps if it.actor == actor]
+                    loaded.update(self._sql_get_many(actor, changed))
+            results = [
+                PutResult(memory=loaded[slot[(it.actor, it.type.value, key)]], created=i in fresh_set)
+                for i, (it, key) in enumerate(zip(items, keys, strict=True))
+            ]
+            self._audit(con, [(r.memory.actor, "remember" if r.created else "reinforce", r.memory.uri,
+                               r.memory.content_hash) for r in results])
+        return results
 
     @staticmethod
     def _as_memory(item: NewMemory, key: str, label: int, mid: str, now: datetime) -> Memory:
@@ -263,7 +260,7 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
                 [it.importance, it.confidence, now, now, it.actor, it.type.value, key],
             )
 
-    def update(self, actor: str, memory_id: str, **changes: object) -> Memory:
+    def update(self, actor: str, memory_id: str, op: str = "update", **changes: object) -> Memory:
         unknown = set(changes) - _UPDATABLE
         if unknown:
             raise InvalidInput(f"cannot update {sorted(unknown)}; updatable fields: {sorted(_UPDATABLE)}")
@@ -296,9 +293,10 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
                 if "text" in changes:  # the old vectors describe text that no longer exists
                     con.execute("DELETE FROM vectors WHERE label = ?", [row[0][0]])
                     con.execute("DELETE FROM embed_failures WHERE label = ?", [row[0][0]])
-            got = self._sql_get(actor, memory_id)
-            if got is None:  # pragma: no cover - we hold the only writer
-                raise StoreError(f"memory {memory_id} vanished during update")
+                got = self._sql_get(actor, memory_id)
+                if got is None:  # pragma: no cover - we hold the only writer
+                    raise StoreError(f"memory {memory_id} vanished during update")
+                self._audit(con, [(actor, op, got.uri, got.content_hash)])
             self._mirror([got])
         return got
 
@@ -312,13 +310,15 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
                 if not rows:
                     return None
                 label = rows[0][0]
+                gone = row_to_memory(rows[0])
                 con.execute("DELETE FROM vectors WHERE label = ?", [label])
                 con.execute("DELETE FROM embed_failures WHERE label = ?", [label])
                 con.execute("DELETE FROM memories WHERE label = ?", [label])
+                self._audit(con, [(actor, "forget", gone.uri, gone.content_hash)])
             table = self._tables.get(actor)
             if table is not None:
                 table.remove([label])
-        return row_to_memory(rows[0])
+        return gone
 
     @property
     def closed(self) -> bool:

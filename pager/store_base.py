@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
 import duckdb
 
+from .audit import GENESIS, AuditEntry, chain
+from .audit import insert as insert_audit
 from .errors import StoreError, StoreFull, StoreLocked
 from .types import Memory, MemoryType, Scope, Source
 from .validate import make_uri
+
+log = logging.getLogger("mempager.store")
 
 MEMORY_COLUMNS = (
     "label, id, actor, scope, type, text, source, confidence, importance, strength, created_at, "
@@ -88,6 +93,9 @@ class DuckBase:
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self._closed = False
+        self._audit_tail: tuple[int, str] = (0, GENESIS)
+        self._audit_pending: list[AuditEntry] = []
+        self._audit_listeners: list[Callable[[AuditEntry], None]] = []
         try:
             self._db = duckdb.connect(path, read_only=read_only)
         except duckdb.Error as exc:
@@ -124,6 +132,7 @@ class DuckBase:
             try:
                 yield con
             except BaseException as exc:
+                self._audit_pending.clear()
                 try:
                     con.execute("ROLLBACK")
                 except duckdb.Error as rollback_exc:
@@ -134,7 +143,40 @@ class DuckBase:
             try:
                 con.execute("COMMIT")
             except duckdb.Error as exc:
+                self._audit_pending.clear()
                 raise translate(exc, self._path) from exc
+            self._publish_audit()
+
+    def _audit(self, con: Any, rows: Sequence[tuple[str, str, str, str]]) -> None:
+        """Append (actor, op, uri, content_hash) entries inside the current transaction."""
+        last = self._audit_pending[-1] if self._audit_pending else None
+        tail = (last.seq, last.hash) if last else self._audit_tail
+        entries = chain(tail, datetime.now(timezone.utc), rows)
+        insert_audit(con, entries)
+        self._audit_pending.extend(entries)
+
+    def _publish_audit(self) -> None:
+        entries, self._audit_pending = self._audit_pending, []
+        if not entries:
+            return
+        self._audit_tail = (entries[-1].seq, entries[-1].hash)
+        for listener in list(self._audit_listeners):
+            for entry in entries:
+                try:
+                    listener(entry)
+                except Exception:  # noqa: BLE001 - the write is durable; a broken listener must not undo it
+                    log.exception("on_audit_event listener failed for audit entry %d", entry.seq)
+
+    def add_audit_listener(self, listener: Callable[[AuditEntry], None]) -> None:
+        self._audit_listeners.append(listener)
+
+    def remove_audit_listener(self, listener: Callable[[AuditEntry], None]) -> None:
+        if listener in self._audit_listeners:
+            self._audit_listeners.remove(listener)
+
+    def _load_audit_tail(self) -> None:
+        rows = self._fetch("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")
+        self._audit_tail = (int(rows[0][0]), rows[0][1]) if rows else (0, GENESIS)
 
     def close(self) -> None:
         if self._closed:

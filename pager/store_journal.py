@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from .audit import AuditEntry, AuditReport
+from .audit import verify as verify_chain
 from .errors import InvalidInput, MemoryNotFound
 from .store_base import aware, naive_utc
+from .validate import content_hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +28,9 @@ class ReviewItem:
     result_uri: str | None
 
 
+_AUDIT_COLUMNS = "seq, recorded_at, actor, op, uri, content_hash, prev_hash, hash"
+
+
 def _now() -> datetime:
     return naive_utc(datetime.now(timezone.utc))
 
@@ -32,6 +38,30 @@ def _now() -> datetime:
 class JournalMixin:
     _fetch: Any
     _tx: Any
+    _audit: Any
+
+    def audit_entries(
+        self, actor: str | None = None, since: datetime | None = None, limit: int = 1000
+    ) -> list[AuditEntry]:
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
+        if actor is not None:
+            where.append("actor = ?")
+            params.append(actor)
+        if since is not None:
+            where.append("recorded_at >= ?")
+            params.append(naive_utc(since))
+        rows = self._fetch(
+            f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE {' AND '.join(where)}"
+            " ORDER BY seq LIMIT ?",
+            [*params, int(limit)],
+        )
+        return [AuditEntry(r[0], r[1].replace(tzinfo=timezone.utc), *r[2:]) for r in rows]
+
+    def verify_audit(self) -> AuditReport:
+        """Walk the whole chain (every actor: the chain is one per store)."""
+        rows = self._fetch(f"SELECT {_AUDIT_COLUMNS} FROM audit ORDER BY seq")
+        return verify_chain(rows)
 
     def record_injections(self, actor: str, turn: str, items: Sequence[tuple[str, str]]) -> None:
         """Remember which (uri, kind) a page injected for ``turn`` (re-recording is harmless)."""
@@ -64,6 +94,7 @@ class JournalMixin:
                     )
                 return False
             con.execute("INSERT INTO feedback_log VALUES (?, ?, ?, ?)", [actor, turn, outcome, _now()])
+            self._audit(con, [(actor, "feedback", f"turn:{turn}", content_hash(outcome))])
         return True
 
     def review_add(self, actor: str, kind: str, payload: Mapping[str, Any]) -> str:
@@ -111,5 +142,7 @@ class JournalMixin:
                 "WHERE actor = ? AND id = ? AND status = 'pending' RETURNING id",
                 [status, _now(), result_uri, actor, review_id],
             ).fetchall()
+            if rows:
+                self._audit(con, [(actor, "review", result_uri or f"review:{review_id}", content_hash(status))])
         if not rows:
             raise InvalidInput(f"review item {review_id!r} is not pending; it was decided already")

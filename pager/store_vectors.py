@@ -29,6 +29,7 @@ _PENDING = (
 class VectorsMixin:
     _fetch: Any
     _tx: Any
+    _audit: Any
 
     def put_vectors(
         self, model: str, labels: LabelArray, vectors: FloatMatrix, content_hashes: Sequence[str]
@@ -127,6 +128,7 @@ class VectorsMixin:
                 "(SELECT label FROM memories WHERE actor = ?) RETURNING label",
                 [model, actor],
             ).fetchall()
+            self._audit(con, [(actor, "migration", f"model:{model}", f"dropped:{len(rows)}")])
         return len(rows)
 
     def pending(self, actor: str, model: str, limit: int) -> list[PendingItem]:

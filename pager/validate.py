@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from .errors import (
@@ -144,3 +144,14 @@ def parse_time(value: Any, what: str = "created_at") -> datetime:
         f"{what}={value!r} is not a time mempager can read; use ISO-8601 such as "
         "'2023-05-08T13:56:00' or a datetime"
     )
+
+
+_SINCE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+
+
+def parse_since(value: Any, now: datetime | None = None) -> datetime:
+    """A time, or a span back from now: "30m", "12h", "7d", "2w"."""
+    if isinstance(value, str) and (m := _SINCE.match(value)):
+        seconds = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)] * int(m.group(1))
+        return (now or datetime.now(timezone.utc)) - timedelta(seconds=seconds)
+    return parse_time(value, "since")

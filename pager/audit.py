@@ -1,0 +1,89 @@
+"""A tamper-evident audit trail: every mutation appends a hash-chained entry in its transaction.
+
+Entries hold a content hash, never content, so forgetting a memory erases its text without
+breaking the chain. ``verify`` recomputes every link and names the first entry that does not match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+GENESIS = "0" * 64
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    seq: int
+    at: datetime
+    actor: str
+    op: str  # remember | reinforce | update | feedback | forget | migration | review
+    uri: str
+    content_hash: str
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    ok: bool
+    checked: int
+    first_broken: int | None
+    reason: str
+
+
+def link(seq: int, at: datetime, actor: str, op: str, uri: str, chash: str, prev: str) -> str:
+    stamp = at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds")
+    body = "\x1f".join([str(seq), stamp, actor, op, uri, chash, prev])
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def chain(
+    tail: tuple[int, str], at: datetime, rows: Sequence[tuple[str, str, str, str]]
+) -> list[AuditEntry]:
+    """Entries for (actor, op, uri, content_hash) rows, continuing from (seq, hash) ``tail``."""
+    seq, prev = tail
+    out = []
+    for actor, op, uri, chash in rows:
+        seq += 1
+        digest = link(seq, at, actor, op, uri, chash, prev)
+        out.append(AuditEntry(seq, at, actor, op, uri, chash, prev, digest))
+        prev = digest
+    return out
+
+
+def insert(con: Any, entries: Sequence[AuditEntry]) -> None:
+    if not entries:
+        return
+    if len(entries) == 1:
+        e = entries[0]
+        con.execute("INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [e.seq, e.at.replace(tzinfo=None), e.actor, e.op, e.uri, e.content_hash, e.prev_hash, e.hash])
+        return
+    cols = {  # noqa: F841 - read by DuckDB's replacement scan
+        "seq": np.array([e.seq for e in entries], dtype=np.int64),
+        "recorded_at": np.array([e.at.replace(tzinfo=None) for e in entries], dtype="datetime64[us]"),
+        **{name: np.array([getattr(e, name) for e in entries], dtype=object)
+           for name in ("actor", "op", "uri", "content_hash", "prev_hash", "hash")},
+    }
+    con.execute("INSERT INTO audit SELECT seq, recorded_at, actor, op, uri, content_hash, prev_hash, hash FROM cols")
+
+
+def verify(rows: Sequence[tuple[Any, ...]]) -> AuditReport:
+    """Walk (seq, at, actor, op, uri, content_hash, prev_hash, hash) rows in sequence order."""
+    prev, expected_seq = GENESIS, 1
+    for n, (seq, at, actor, op, uri, chash, prev_hash, digest) in enumerate(rows):
+        when = at.replace(tzinfo=timezone.utc)
+        if seq != expected_seq:
+            return AuditReport(False, n, int(seq), f"sequence gap: expected {expected_seq}, found {seq}")
+        if prev_hash != prev:
+            return AuditReport(False, n, int(seq), "previous-hash link does not match the entry before it")
+        if link(seq, when, actor, op, uri, chash, prev_hash) != digest:
+            return AuditReport(False, n, int(seq), "entry hash does not match its contents")
+        prev, expected_seq = digest, expected_seq + 1
+    return AuditReport(True, len(rows), None, "chain intact")

@@ -7,10 +7,10 @@ what came in, from which lane, with which score, and what was cut and why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .fence import FENCE_CLOSE, FENCE_OPEN, neutralize
 from .fusion import Cut
 from .patterns import Pattern
 from .pinned import PinnedBlock
@@ -91,11 +91,12 @@ def snippet_report(snippet: Snippet) -> SnippetReport:
     )
 
 
-def render_snippet(snippet: Snippet) -> str:
+def render_snippet(snippet: Snippet, actor: str = "") -> str:
+    """One line per memory, its provenance first: type, time, source, actor, uri."""
     when = snippet.created_at.strftime("%Y-%m-%d %H:%M")
-    body = " ".join(snippet.text.split()) if snippet.type.value != "pattern" else snippet.text
-    mark = " (truncated)" if snippet.truncated else ""
-    return f"- [{snippet.type.value} · {when} · {snippet.source.value}{mark}] {body}"
+    mark = " · truncated" if snippet.truncated else ""
+    return (f"- [{snippet.type.value} · {when} · {snippet.source.value}{mark} · {snippet.uri}] "
+            f"{neutralize(snippet.text)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,21 +116,25 @@ class Page:
             parts.append(self.pinned.text)
         if self.patterns:
             parts.append("## Proven procedures")
-            parts.extend(p.spec.render() for p in self.patterns)
+            parts.extend(render_pattern(p) for p in self.patterns)
         if self.menu:
             parts.append("## Other procedures (recall one by label)")
-            parts.extend(p.menu_line() for p in self.menu)
+            parts.extend(neutralize(p.menu_line()) for p in self.menu)
         if self.avoid:
             parts.append("## Patterns to avoid")
-            parts.extend(f"- {p.label}" for p in self.avoid)
+            parts.extend(f"- {neutralize(p.label)}" for p in self.avoid)
         if self.snippets:
             parts.append(MEMORY_HEADER)
+            parts.append(FENCE_OPEN)
             parts.extend(render_snippet(s) for s in self.snippets)
+            parts.append(FENCE_CLOSE)
         return "\n".join(parts)
 
     def __str__(self) -> str:
         return self.render()
 
 
-def patterns_text(patterns: Sequence[Pattern]) -> str:
-    return "\n".join(p.spec.render() for p in patterns)
+def render_pattern(pattern: Pattern) -> str:
+    """A learned procedure, every line of it neutralised and indented under its title."""
+    lines = pattern.spec.render().split("\n")
+    return "\n".join([neutralize(lines[0]), *("  " + neutralize(line) for line in lines[1:])])

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from .fence import neutralize
 from .fusion import is_current
 from .tokens import truncate_tokens
 from .types import Memory, MemoryType
@@ -63,7 +64,7 @@ def build_pinned(
     budget: int,
     estimate: Callable[[str], int],
 ) -> PinnedBlock:
-    goal_text = truncate_tokens(goal.strip(), max(1, budget // 2)) if goal and goal.strip() else ""
+    goal_text = truncate_tokens(neutralize(goal), max(1, budget // 2)) if goal and goal.strip() else ""
     goal_part = f"{HEADERS['goal']}\n{goal_text}" if goal_text else ""
     remaining = budget - (estimate(goal_part) + 1 if goal_part else 0)
     sections: list[tuple[str, list[Memory]]] = [
@@ -96,7 +97,8 @@ def _fill(
         header = HEADERS[name]
         lines: list[str] = []
         for memory in memories:
-            line = memory.text.strip() if name == "identity" else f"- {memory.text.strip()}"
+            safe = neutralize(memory.text)
+            line = safe if name == "identity" else f"- {safe}"
             if estimate("\n".join([header, *lines, line])) + 1 > remaining:
                 omitted.append(memory.uri)
                 continue

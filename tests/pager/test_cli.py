@@ -105,4 +105,5 @@ def test_cli_review_sweep_feedback(tmp_path: Path) -> None:
     assert "accepted: mem://default/fact/" in run(tmp_path, "review", "--accept", item_id).stdout
     assert "(review queue empty)" in run(tmp_path, "review").stdout
     assert "success applied to 1 patterns" in run(tmp_path, "feedback", "t1", "success").stdout
-    assert set(json.loads(run(tmp_path, "sweep", "--json").stdout)) == {"promoted", "demoted", "flagged_for_removal", "inversions_proposed"}
+    swept = json.loads(run(tmp_path, "sweep", "--json").stdout)
+    assert set(swept) == {"promoted", "demoted", "flagged_for_removal", "inversions_proposed"}

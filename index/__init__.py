@@ -1,5 +1,26 @@
-"""Adapters that turn vectors (or words) into neighbours. Import only pager.types/protocols/errors."""
+"""Adapters that turn vectors (or words) into neighbours. Import only pager.types/protocols/errors.
 
-from .exact import ExactIndex
+Submodules load lazily so that ``import index`` pulls in neither hnswlib nor the tokenizer.
+"""
 
-__all__ = ["ExactIndex"]
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ExactIndex", "HnswIndex", "LexicalIndex", "QuerySyntaxError", "parse_query"]
+
+_WHERE = {
+    "ExactIndex": "index.exact",
+    "HnswIndex": "index.hnsw",
+    "LexicalIndex": "index.lexical",
+    "QuerySyntaxError": "index.lexquery",
+    "parse_query": "index.lexquery",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        import importlib
+
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'index' has no attribute {name!r}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pager.errors import DimensionMismatch, IndexStale
+from pager.errors import DimensionMismatch, IndexStale, InvalidInput
 from pager.types import FloatMatrix, LabelArray
 
 _FILE = "exact.npz"
@@ -48,7 +48,10 @@ class ExactIndex:
                 f"exact index holds {self._dim}-d vectors, got shape {vectors.shape}; "
                 "vectors of another model belong in that model's index"
             )
-        for label, vector in zip(np.asarray(labels, dtype=np.int64).tolist(), vectors):
+        label_list = np.asarray(labels, dtype=np.int64).reshape(-1).tolist()
+        if len(label_list) != len(vectors):
+            raise InvalidInput(f"{len(label_list)} labels for {len(vectors)} vectors")
+        for label, vector in zip(label_list, vectors, strict=True):
             row = self._rows.get(label)
             if row is None:
                 row = self._free.pop() if self._free else self._next_row()
@@ -89,9 +92,11 @@ class ExactIndex:
         if candidates.size == 0:
             return []
         k = min(k, candidates.size)
-        part = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
+        # Keep every candidate tied with the k-th score, so the cut (not only the order) prefers lower labels.
+        cut = np.partition(scores[candidates], candidates.size - k)[candidates.size - k]
+        part = candidates[scores[candidates] >= cut]
         # deterministic order: score desc, then label asc
-        order = np.lexsort((labels[part], -scores[part]))
+        order = np.lexsort((labels[part], -scores[part]))[:k]
         return [(int(labels[part[i]]), float(scores[part[i]])) for i in order]
 
     def save(self, directory: Path) -> None:

@@ -1,0 +1,458 @@
+"""Approximate cosine index over hnswlib (the only module that imports hnswlib).
+
+* Labels are the store's int64 labels. Each insert gets a fresh *row* (also its hnswlib id); ``add`` of
+  an existing label tombstones the old row (``mark_deleted``) rather than updating the node in place,
+  since in-place updates degrade the graph under churn.
+* ``remove`` never rebuilds by itself: ``needs_rebuild()`` says when tombstones exceed
+  ``max_deleted_share`` and the owner calls ``rebuild()``, which builds a fresh graph while searches
+  keep using the old one (adds and removes wait), then swaps.
+* Forget: ``remove`` zeroes our float32 copy at once, but hnswlib keeps a tombstoned vector's bytes in
+  memory and in any file saved before the next ``rebuild()``; ``rebuild()`` then ``save()`` purges them
+  (replaced files are unlinked, not shredded).
+* Search scans our float32 copy exactly when few candidates remain (small index, selective ``allow``),
+  when hnswlib finds fewer than k, or when the k-th place is tied. Scores are cosine similarities from
+  our copy; equal scores rank the lower label first.
+* Any number of concurrent searches; add/remove/resize/swap exclude them (hnswlib crashes when a search
+  runs during an insert).
+* ``save``/``load`` keep a manifest with owner ``meta``; ``load`` checks format, shape, parameters, meta
+  and checksums before hnswlib reads a byte, and raises IndexStale naming every difference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hnswlib
+import numpy as np
+import numpy.typing as npt
+
+from pager.errors import ConfigError, DimensionMismatch, IndexStale, InvalidInput, NonFiniteVector
+from pager.types import FloatMatrix, LabelArray
+
+from . import manifest as persist
+from .manifest import BoolArray, Manifest
+
+KIND = "hnsw"
+_PREFIXES = ("hnsw", "vectors")
+_CHUNK = 4096  # rows added per write-lock hold, so searches interleave with a big load
+_SELECTIVE_SHARE = 0.05  # below this share of live rows, a filtered graph walk is slower than a scan
+
+
+class _RWLock:
+    """Many readers or one writer; a waiting writer holds off new readers so it cannot starve."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0
+        self._writing = False
+        self._waiting = 0
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[None]:
+        with self._cond:
+            while self._writing or self._waiting:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            try:
+                while self._writing or self._readers:
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
+class _ShortResult(Exception):
+    """hnswlib found fewer than k neighbours (not an error: we scan instead)."""
+
+
+@contextlib.contextmanager
+def _hnswlib(action: str) -> Iterator[None]:
+    """The one place hnswlib's RuntimeError is translated."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if "contiguous 2D array" in str(exc) or "contigious 2D array" in str(exc):
+            raise _ShortResult(str(exc)) from exc
+        raise IndexStale(f"hnswlib failed to {action} ({exc}); rebuild the index from the store") from exc
+
+
+@dataclass(eq=False)
+class _State:
+    """Everything a search reads; rebuild and load swap a whole new one in."""
+
+    graph: Any  # hnswlib.Index, whose ids are our rows
+    vectors: FloatMatrix  # row -> unit vector; rows of removed or replaced labels are zero
+    row_labels: LabelArray  # row -> label (meaningful only where live)
+    live: BoolArray  # row -> label currently served from this row
+    rows: dict[int, int]  # live label -> row
+    size: int = 0  # rows used so far (live + tombstones) == hnswlib's element count
+
+    @property
+    def deleted(self) -> int:
+        return self.size - len(self.rows)
+
+    def snapshot(self) -> tuple[LabelArray, FloatMatrix, BoolArray]:
+        return self.row_labels[: self.size], self.vectors[: self.size], self.live[: self.size]
+
+
+def _check_int(name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"HnswIndex {name} must be an integer >= {low}, got {value!r}")
+
+
+def _unit(matrix: FloatMatrix) -> FloatMatrix:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    out: FloatMatrix = np.zeros(matrix.shape, dtype=np.float32)
+    np.divide(matrix, norms, out=out, where=norms > 0)
+    return out
+
+
+def _top(scores: FloatMatrix, labels: LabelArray, k: int) -> npt.NDArray[np.intp]:
+    """Positions of the k best, score descending then label ascending, ties at the cut included fairly."""
+    if k < scores.size:
+        cut = np.partition(scores, scores.size - k)[scores.size - k]
+        pool = np.flatnonzero(scores >= cut)
+    else:
+        pool = np.arange(scores.size)
+    return pool[np.lexsort((labels[pool], -scores[pool]))[:k]]
+
+
+class HnswIndex:
+    """VectorIndex over hnswlib in cosine space. See the module docstring for behaviours."""
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        M: int = 16,
+        ef_construction: int = 200,
+        ef: int = 64,
+        max_deleted_share: float = 0.2,
+        initial_capacity: int = 1024,
+        exact_below: int = 1024,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        for name, value, low in (("dim", dim, 1), ("M", M, 2), ("ef_construction", ef_construction, 1),
+                                 ("ef", ef, 1), ("initial_capacity", initial_capacity, 1),
+                                 ("exact_below", exact_below, 0)):
+            _check_int(name, value, low)
+        if not 0.0 < max_deleted_share < 1.0:
+            raise ConfigError(f"HnswIndex max_deleted_share must be in (0, 1), got {max_deleted_share!r}")
+        self._dim, self._M, self._ef_construction, self._ef = dim, M, ef_construction, ef
+        self._max_deleted_share = max_deleted_share
+        self._initial_capacity = initial_capacity
+        self._exact_below = exact_below
+        self.meta: dict[str, Any] = persist.normalise_meta(meta or {})  # saved by save(), checked by load()
+        self._rw = _RWLock()
+        self._mutate = threading.Lock()  # one mutation (add/remove/rebuild/load/save) at a time
+        self._state = self._new_state(initial_capacity)
+
+    # -- properties -----------------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def M(self) -> int:
+        return self._M
+
+    @property
+    def ef_construction(self) -> int:
+        return self._ef_construction
+
+    @property
+    def ef(self) -> int:
+        return self._ef
+
+    @ef.setter
+    def ef(self, value: int) -> None:
+        _check_int("ef", value, 1)
+        with self._rw.write():  # hnswlib reads ef during every search
+            self._ef = value
+            self._state.graph.set_ef(value)
+
+    def __len__(self) -> int:
+        return len(self._state.rows)
+
+    def __contains__(self, label: object) -> bool:
+        return isinstance(label, (int, np.integer)) and int(label) in self._state.rows
+
+    def labels(self) -> LabelArray:
+        """Live labels, ascending."""
+        with self._rw.read():
+            return np.array(sorted(self._state.rows), dtype=np.int64)
+
+    def get_vectors(self, labels: Iterable[int]) -> FloatMatrix:
+        """The stored (unit-normalised) vectors; KeyError names the first label not in the index."""
+        with self._rw.read():
+            state = self._state
+            wanted = [int(label) for label in labels]
+            missing = [label for label in wanted if label not in state.rows]
+            if missing:
+                raise KeyError(f"label {missing[0]} is not in the index")
+            return state.vectors[np.array([state.rows[label] for label in wanted], dtype=np.int64)].copy()
+
+    def deleted_share(self) -> float:
+        state = self._state
+        return state.deleted / state.size if state.size else 0.0
+
+    def needs_rebuild(self) -> bool:
+        return self.deleted_share() > self._max_deleted_share
+
+    # -- writes ---------------------------------------------------------------------------------
+    def add(self, labels: LabelArray, vectors: FloatMatrix) -> None:
+        """Insert or replace. Re-adding an identical vector is a no-op; a batch's last duplicate wins."""
+        labels_arr, unit = self._prepare(labels, vectors)
+        with self._mutate:
+            state = self._state
+            old = np.array([state.rows.get(int(x), -1) for x in labels_arr], dtype=np.int64)
+            present = old >= 0
+            same = np.zeros(len(old), dtype=bool)
+            same[present] = (state.vectors[old[present]] == unit[present]).all(axis=1)
+            labels_arr, unit, old = labels_arr[~same], unit[~same], old[~same]
+            for start in range(0, len(labels_arr), _CHUNK):
+                part = slice(start, start + _CHUNK)
+                with self._rw.write():
+                    self._insert(state, labels_arr[part], unit[part], old[part])
+
+    def _prepare(self, labels: LabelArray, vectors: FloatMatrix) -> tuple[LabelArray, FloatMatrix]:
+        labels_arr = np.asarray(labels, dtype=np.int64).reshape(-1)
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[1] != self._dim:
+            raise DimensionMismatch(f"hnsw index holds {self._dim}-d vectors, got shape {matrix.shape}; "
+                                    "vectors of another model belong in that model's index")
+        if matrix.shape[0] != labels_arr.size:
+            raise InvalidInput(f"{labels_arr.size} labels for {matrix.shape[0]} vectors")
+        if not np.isfinite(matrix).all():
+            raise NonFiniteVector("a vector holds NaN or infinity; it was not indexed")
+        _, last_seen = np.unique(labels_arr[::-1], return_index=True)
+        keep = np.sort(labels_arr.size - 1 - last_seen)
+        return labels_arr[keep], _unit(matrix[keep])
+
+    def _insert(self, state: _State, labels: LabelArray, unit: FloatMatrix, old: LabelArray) -> None:
+        """Append rows for ``labels`` and tombstone the rows they replace. Caller holds the write lock."""
+        n = len(labels)
+        self._reserve(state, state.size + n)
+        rows = np.arange(state.size, state.size + n, dtype=np.int64)
+        with _hnswlib("add vectors"):
+            # hnswlib's thread pool costs more than it saves on small batches.
+            state.graph.add_items(unit, rows, num_threads=-1 if n >= 256 else 1)
+        state.vectors[rows], state.row_labels[rows], state.live[rows] = unit, labels, True
+        state.size += n
+        for row in old[old >= 0].tolist():
+            self._tombstone(state, row)
+        state.rows.update(zip(labels.tolist(), rows.tolist(), strict=True))
+
+    def _tombstone(self, state: _State, row: int) -> None:
+        with _hnswlib("delete a vector"):
+            state.graph.mark_deleted(row)
+        state.vectors[row] = 0.0  # forget must really erase our copy
+        state.live[row] = False
+
+    def _reserve(self, state: _State, needed: int) -> None:
+        capacity = len(state.live)
+        if needed <= capacity:
+            return
+        capacity = max(needed, 2 * capacity)
+        with _hnswlib("grow the index"):
+            state.graph.resize_index(capacity)
+        grown = len(state.live)
+        state.vectors = np.concatenate([state.vectors, np.zeros((capacity - grown, self._dim), np.float32)])
+        state.row_labels = np.concatenate([state.row_labels, np.zeros(capacity - grown, np.int64)])
+        state.live = np.concatenate([state.live, np.zeros(capacity - grown, bool)])
+
+    def remove(self, labels: Iterable[int]) -> None:
+        """Tombstone ``labels``; unknown labels are ignored. Never rebuilds (see ``needs_rebuild``)."""
+        wanted = [int(x) for x in labels]
+        with self._mutate, self._rw.write():
+            state = self._state
+            for label in wanted:
+                row = state.rows.pop(label, None)
+                if row is not None:
+                    self._tombstone(state, row)
+
+    def rebuild(self) -> None:
+        """Compact into a fresh graph from the live vectors, purging tombstones and their bytes."""
+        with self._mutate:
+            old = self._state
+            live_rows = np.array(sorted(old.rows.values()), dtype=np.int64)
+            fresh = self._new_state(max(len(live_rows), self._initial_capacity))
+            # Searches keep using the old graph meanwhile: nothing mutates it while we hold _mutate.
+            for start in range(0, len(live_rows), _CHUNK):
+                part = live_rows[start:start + _CHUNK]
+                self._insert(fresh, old.row_labels[part], old.vectors[part], np.full(len(part), -1))
+            with self._rw.write():
+                self._state = fresh
+
+    def _new_state(self, capacity: int) -> _State:
+        graph = hnswlib.Index(space="cosine", dim=self._dim)
+        with _hnswlib("create the index"):
+            graph.init_index(max_elements=capacity, M=self._M, ef_construction=self._ef_construction)
+            graph.set_ef(self._ef)
+        return _State(graph=graph, vectors=np.zeros((capacity, self._dim), np.float32),
+                      row_labels=np.zeros(capacity, np.int64), live=np.zeros(capacity, bool), rows={})
+
+    # -- search ---------------------------------------------------------------------------------
+    def search(
+        self, vector: FloatMatrix, k: int, allow: frozenset[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """Best first by cosine similarity, at most ``k`` (clamped), only labels in ``allow`` if given."""
+        query = self._query(vector)
+        if k <= 0:
+            return []
+        with self._rw.read():
+            state = self._state
+            live = len(state.rows)
+            # len(allow) bounds the allowed live labels without an O(|allow|) pass per query;
+            # dead labels in ``allow`` at worst send us to the exact scan.
+            n = live if allow is None else min(len(allow), live)
+            if n == 0:
+                return []
+            k = min(k, n)
+            if n <= self._exact_below or n < _SELECTIVE_SHARE * live:
+                rows = self._scan(state, query, k, allow)
+            else:
+                rows = self._walk(state, query, k, n, allow)
+            scores = state.vectors[rows] @ query
+            labels = state.row_labels[rows]
+            return [(int(labels[i]), float(scores[i])) for i in _top(scores, labels, k)]
+
+    def _query(self, vector: FloatMatrix) -> FloatMatrix:
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if query.shape[0] != self._dim:
+            raise DimensionMismatch(f"query has {query.shape[0]} dims, index has {self._dim}")
+        if not np.isfinite(query).all():
+            raise NonFiniteVector("the query vector holds NaN or infinity")
+        unit: FloatMatrix = _unit(query.reshape(1, -1))[0]
+        return unit
+
+    def _scan(self, state: _State, query: FloatMatrix, k: int, allow: frozenset[int] | None) -> LabelArray:
+        if allow is None:
+            rows = np.flatnonzero(state.live[: state.size]).astype(np.int64)
+        else:
+            rows = np.fromiter((row for label in allow if (row := state.rows.get(label)) is not None), np.int64)
+        return rows[_top(state.vectors[rows] @ query, state.row_labels[rows], k)]
+
+    def _walk(self, state: _State, query: FloatMatrix, k: int, n: int, allow: frozenset[int] | None) -> LabelArray:
+        # One extra neighbour shows whether the k-th place is tied; the graph cannot say which tied
+        # label is lowest, so a tie at the cut (duplicate vectors) is settled by a scan.
+        row_labels = state.row_labels
+
+        def accept(row: int) -> bool:  # hnswlib skips tombstones before it asks
+            return allow is not None and row_labels[row] in allow
+
+        try:
+            with _hnswlib("search"):
+                # hnswlib searches with max(ef, k) itself, so a k above ef needs no set_ef dance.
+                found, _ = state.graph.knn_query(query, k=min(k + 1, n), num_threads=1,
+                                                 filter=None if allow is None else accept)
+        except _ShortResult:
+            # Tombstones or a filter left hnswlib short of k; the exact answer is still cheap to get.
+            return self._scan(state, query, k, allow)
+        rows = np.asarray(found[0], dtype=np.int64)
+        rows = rows[state.live[rows]]  # hnswlib never returns tombstones; belt and braces
+        ranked = np.sort(state.vectors[rows] @ query)[::-1]
+        if len(ranked) > k and ranked[k] == ranked[k - 1]:
+            return self._scan(state, query, k, allow)
+        return rows
+
+    # -- persistence ----------------------------------------------------------------------------
+    def save(self, directory: Path, meta: Mapping[str, Any] | None = None) -> None:
+        """Write the graph, the vectors and (last) the manifest, each atomically and durably.
+
+        ``meta`` (default: ``self.meta``) goes into the manifest and becomes ``self.meta``.
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        meta_out = persist.normalise_meta(self.meta if meta is None else meta)
+        with self._mutate:  # a consistent snapshot; searches are read-only and may continue
+            state = self._state
+            graph_file = persist.write_content_file(directory, "hnsw", ".bin",
+                                                    lambda path: state.graph.save_index(str(path)))
+            vectors_file = persist.write_content_file(directory, "vectors", ".bin",
+                                                      lambda path: persist.write_rows(path, *state.snapshot()))
+            persist.fsync_dir(directory)
+            manifest = Manifest(
+                kind=KIND, dim=self._dim, M=self._M, ef_construction=self._ef_construction,
+                count=len(state.rows), rows=state.size, deleted=state.deleted,
+                max_label=max(state.rows) if state.rows else None,
+                files={"index": graph_file, "vectors": vectors_file}, meta=meta_out,
+            )
+            persist.write_manifest(directory, manifest)
+            persist.remove_unreferenced(directory, manifest, _PREFIXES)
+            self.meta = meta_out
+
+    def load(self, directory: Path, expect_meta: Mapping[str, Any] | None = None) -> None:
+        """Replace the contents with a saved index, or raise IndexStale saying what differs.
+
+        ``expect_meta`` (default: ``self.meta``) must match the saved meta key by key; afterwards
+        ``self.meta`` is the saved meta.
+        """
+        directory = Path(directory)
+        manifest = persist.read_manifest(directory)
+        if manifest is None:
+            raise IndexStale(f"no manifest in {directory}: the index was never saved there or its save "
+                             "did not finish; rebuild it from the store")
+        self._check(manifest, self.meta if expect_meta is None else expect_meta, directory)
+        with self._mutate:
+            fresh = self._read(directory, manifest)
+            with self._rw.write():
+                self._state = fresh
+            self.meta = dict(manifest.meta)
+
+    def _read(self, directory: Path, manifest: Manifest) -> _State:
+        # Checksums first: a truncated or bit-flipped file must never reach hnswlib (it can crash).
+        # The two files are hashed side by side (hashlib and file reads release the GIL).
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            graph_checked = pool.submit(persist.verify_file, directory, manifest.files["index"])
+            data = persist.read_verified(directory, manifest.files["vectors"])
+            row_labels, vectors, live = persist.read_rows(data, manifest)
+            graph_path = graph_checked.result()
+        graph = hnswlib.Index(space="cosine", dim=self._dim)
+        with _hnswlib(f"load {graph_path}"):
+            graph.load_index(str(graph_path), max_elements=max(manifest.rows, 1))
+            graph.set_ef(self._ef)  # hnswlib does not save ef
+        if graph.element_count != manifest.rows:
+            raise IndexStale(f"{graph_path} holds {graph.element_count} rows, the manifest says "
+                             f"{manifest.rows}; rebuild the index from the store")
+        rows = dict(zip(row_labels[live].tolist(), np.flatnonzero(live).tolist(), strict=True))
+        return _State(graph, vectors, row_labels, live, rows, size=manifest.rows)
+
+    def _check(self, manifest: Manifest, expect_meta: Mapping[str, Any], directory: Path) -> None:
+        problems = [
+            f"{name} is {saved!r}, expected {ours!r}"
+            for name, saved, ours in (("kind", manifest.kind, KIND), ("dim", manifest.dim, self._dim),
+                                      ("M", manifest.M, self._M),
+                                      ("ef_construction", manifest.ef_construction, self._ef_construction))
+            if saved != ours
+        ]
+        problems += persist.meta_differences(manifest.meta, expect_meta)
+        if set(manifest.files) != {"index", "vectors"}:
+            problems.append(f"files are {sorted(manifest.files)}, expected ['index', 'vectors']")
+        if problems:
+            raise IndexStale(f"saved index in {directory} does not match: {'; '.join(problems)}; "
+                             "rebuild it from the store")

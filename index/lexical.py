@@ -1,0 +1,445 @@
+"""The lexical lane: Okapi BM25 over memory text, keyed by the store's int64 labels.
+
+Behaviours the owner should know:
+
+* Scoring: ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` and
+  ``score = sum idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` over the distinct query
+  terms, where N, df and avgdl count live documents only. Exact: no term is capped or skipped.
+  Defaults k1=1.2, b=0.5 (LoCoMo grid in benchmarks/results/lexical.md: b=0 scores best there,
+  +0.019 R@10, but LoCoMo turns are all about one length; memories are not, so some length
+  normalisation stays, and 0.5 costs less than the textbook 0.75).
+* Incremental: each document version gets a fresh *row*; per term, postings are an append-only numpy
+  buffer of (row, tf). Removing or replacing a document marks its row dead and updates df, N and the
+  total length from that document's own tokens, so a write costs O(terms of the document). Dead
+  postings go lazily: per term once they are half of its buffer, and all at once (rebuilt off the
+  lock, then swapped in; amortised over the deletes that caused it) once dead rows outnumber live
+  ones. A large ``add`` becomes visible in chunks of ``_CHUNK`` documents.
+* ``search`` is the retrieval lane: any query term may match. ``match`` is explicit recall with the
+  boolean/phrase/prefix syntax of ``index.lexquery``; it returns every matching document.
+* Thread safety: writers hold a write lock (one at a time) and take the state lock only to mutate;
+  readers take the state lock, so they never see a half-applied write.
+* ``save``/``load``: a content-named ``.npz`` of the live documents' tokens plus ``lexical.json``;
+  ``load`` checks format, tokenizer, size, sha256, counts and the owner's ``meta``, and raises
+  IndexStale on any difference (the owner then rebuilds from the store). The file names leave room
+  for other indexes in the same directory; one directory has one saver at a time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import io
+import json
+import os
+import tempfile
+import threading
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pager.errors import IndexStale, InvalidInput
+from pager.types import LabelArray
+
+from .lexquery import QuerySyntaxError, QueryTooBroad, allowed, bm25, evaluate, parse_query, phrase_hits, ranked
+from .tokenize import Tokenizer, TokenizerConfig, Vocabulary, grow, ranges
+
+__all__ = ["LexicalIndex", "QuerySyntaxError", "QueryTooBroad"]
+
+Int64s = npt.NDArray[np.int64]
+Int32s = npt.NDArray[np.int32]
+KIND = "lexical"
+FORMAT_VERSION = 1
+MANIFEST = "lexical.json"
+_DATA_PREFIX = "lexical-"
+_MIN_COMPACT = 1024  # dead rows tolerated before a full compaction, whatever the live count
+_NO_POSTINGS = np.empty((0, 2), np.int32)  # shared and never written: an append replaces it
+_CHUNK = 8192  # documents added per state-lock hold, so searches interleave with a bulk load
+
+
+@dataclass(frozen=True, slots=True)
+class Docs:
+    """Live documents as flat arrays: the save format, and the input of a (re)build."""
+
+    labels: Int64s
+    counts: Int64s  # tokens per document
+    tok_term: Int32s  # term id of each token, documents back to back
+    tok_pos: Int32s
+    terms: list[str]
+
+
+class State:
+    """Postings, rows and the token store. Not locked: ``LexicalIndex`` serialises access."""
+
+    def __init__(self, terms: Sequence[str] = ()) -> None:
+        self.vocab = Vocabulary(terms)
+        self.terms, self.ids = self.vocab.terms, self.vocab.ids  # shared, grown by the vocabulary
+        self.post: list[Int32s] = [_NO_POSTINGS] * len(terms)  # per term: (row, tf) rows, grown on append
+        # per term: postings in use, live documents, and postings of dead rows not yet dropped
+        self.npost, self.df, self.dead = (np.zeros(len(terms), np.int64) for _ in range(3))
+        self.row_label = np.zeros(0, np.int64)
+        self.doclen = np.zeros(0, np.float64)
+        self.alive = np.zeros(0, bool)
+        self.tok_start = np.zeros(0, np.int64)
+        self.tok = np.zeros((0, 2), np.int32)  # (term id, position) of every row's tokens
+        self.nrows = self.ntok = self.total_len = self.dead_rows = 0
+        self.label_row: dict[int, int] = {}
+        self.sorted_terms: list[str] = []  # the prefix search's view of ``terms``, caught up lazily
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def ingest(self, tokenizer: Tokenizer, raws: Sequence[list[str]]) -> tuple[Int64s, Int32s, Int32s]:
+        encoded = self.vocab.encode(tokenizer, raws)
+        if len(self.vocab.terms) > len(self.post):
+            self.post.extend([_NO_POSTINGS] * (len(self.vocab.terms) - len(self.post)))
+            self.npost, self.df, self.dead = (grow(a, len(self.post)) for a in (self.npost, self.df, self.dead))
+        return encoded
+
+    def append(self, labels: Sequence[int], counts: Int64s, tok_term: Int32s, tok_pos: Int32s) -> None:
+        n, base, tbase = len(labels), self.nrows, self.ntok
+        for name in ("row_label", "doclen", "alive", "tok_start"):
+            setattr(self, name, grow(getattr(self, name), base + n))
+        self.row_label[base : base + n] = labels
+        self.doclen[base : base + n] = counts
+        self.alive[base : base + n] = True
+        self.tok_start[base : base + n] = tbase + np.cumsum(counts) - counts
+        self.tok = grow(self.tok, tbase + len(tok_term))
+        self.tok[tbase : tbase + len(tok_term), 0] = tok_term
+        self.tok[tbase : tbase + len(tok_term), 1] = tok_pos
+        self.nrows, self.ntok = base + n, tbase + len(tok_term)
+        self.total_len += int(counts.sum())
+        self.label_row.update(zip(labels, range(base, base + n), strict=True))
+        self._post(np.repeat(np.arange(base, base + n, dtype=np.int64), counts), tok_term)
+
+    def _post(self, rows: Int64s, tok_term: Int32s) -> None:
+        if not len(rows):
+            return
+        span = int(rows.max()) + 1
+        keys, tf = np.unique(tok_term.astype(np.int64) * span + rows, return_counts=True)
+        tids, rows = keys // span, keys % span  # sorted by term, then row: buffers stay row-ordered
+        cuts = np.flatnonzero(np.diff(tids)) + 1
+        starts, ends = np.concatenate(([0], cuts)), np.concatenate((cuts, [len(tids)]))
+        np.add.at(self.df, tids[starts], ends - starts)
+        block = np.empty((len(keys), 2), np.int32)
+        block[:, 0], block[:, 1] = rows, tf
+        post, npost = self.post, self.npost
+        for t, s, e in zip(tids[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
+            buf, have = post[t], int(npost[t])
+            if have + e - s > len(buf):
+                grown = np.empty((max(have + e - s, 2 * len(buf), 2), 2), np.int32)
+                grown[:have] = buf[:have]
+                post[t] = buf = grown
+            buf[have : have + e - s] = block[s:e]
+            npost[t] = have + e - s
+
+    def remove(self, labels: Iterable[int]) -> None:
+        rows = np.fromiter((r for x in labels if (r := self.label_row.pop(x, None)) is not None), np.int64)
+        if not len(rows):
+            return
+        lengths = self.doclen[rows].astype(np.int64)
+        tids = self.tok[ranges(self.tok_start[rows], lengths), 0].astype(np.int64)
+        doc = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
+        tids = np.unique(doc * len(self.terms) + tids) % len(self.terms)  # each term once per document
+        np.subtract.at(self.df, tids, 1)
+        np.add.at(self.dead, tids, 1)
+        self.alive[rows] = False
+        self.total_len -= int(lengths.sum())
+        self.dead_rows += len(rows)
+        touched = np.unique(tids)
+        for t in touched[2 * self.dead[touched] >= self.npost[touched]].tolist():
+            buf = self.post[t][: self.npost[t]]
+            self.post[t] = buf[self.alive[buf[:, 0]]]  # exact size: a term that lost most documents shrinks
+            self.npost[t], self.dead[t] = len(self.post[t]), 0
+
+    def needs_compaction(self) -> bool:
+        return self.dead_rows > max(_MIN_COMPACT, len(self.label_row))
+
+    def docs(self) -> Docs:
+        """The live documents, in row order, with the vocabulary reduced to live terms."""
+        rows = np.flatnonzero(self.alive[: self.nrows])
+        counts = self.doclen[rows].astype(np.int64)
+        tok = self.tok[ranges(self.tok_start[rows], counts)]
+        live = np.flatnonzero(self.df[: len(self.terms)] > 0)
+        remap = np.full(len(self.terms), -1, np.int32)
+        remap[live] = np.arange(len(live), dtype=np.int32)
+        return Docs(self.row_label[rows].copy(), counts, remap[tok[:, 0]], tok[:, 1].copy(),
+                    [self.terms[t] for t in live.tolist()])
+
+    @classmethod
+    def build(cls, docs: Docs) -> State:
+        state = cls(docs.terms)
+        state.append(docs.labels.tolist(), docs.counts, docs.tok_term, docs.tok_pos)
+        return state
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def scores(self, terms: Iterable[str], k1: float, b: float) -> npt.NDArray[np.float64]:
+        """BM25 of every row (dead rows too: callers mask them) for the distinct known ``terms``."""
+        ids = [t for t in dict.fromkeys(self.ids.get(x, -1) for x in terms) if t >= 0 and self.df[t] > 0]
+        if not ids:
+            return np.zeros(self.nrows)
+        postings = [self.post[t][:n] for t, n in zip(ids, self.npost[ids].tolist(), strict=True)]
+        return bm25(postings, self.df[ids], len(self.label_row), self.total_len, self.doclen[: self.nrows], k1, b)
+
+    def rows_with(self, term: str) -> Int64s:
+        tid = self.ids.get(term)
+        if tid is None:
+            return np.empty(0, np.int64)
+        rows = self.post[tid][: self.npost[tid], 0].astype(np.int64)
+        return rows[self.alive[rows]]
+
+    def all_rows(self) -> Int64s:
+        return np.flatnonzero(self.alive[: self.nrows]).astype(np.int64)
+
+    def prefix_terms(self, prefix: str, limit: int) -> list[str]:
+        """Live terms starting with ``prefix``, in order, at most ``limit``."""
+        fresh = self.terms[len(self.sorted_terms) :]  # terms only ever get appended within a state
+        if len(fresh) > 1000:
+            self.sorted_terms = sorted(self.terms)
+        else:
+            for term in fresh:  # a few new terms: inserting beats re-sorting a large vocabulary
+                bisect.insort(self.sorted_terms, term)
+        out: list[str] = []
+        ordered = self.sorted_terms
+        i = bisect.bisect_left(ordered, prefix)
+        while i < len(ordered) and len(out) < limit and ordered[i].startswith(prefix):
+            if self.df[self.ids[ordered[i]]] > 0:
+                out.append(ordered[i])
+            i += 1
+        return out
+
+    def phrase_rows(self, slots: Sequence[tuple[str, int]]) -> Int64s:
+        """Rows holding each slot's term at (start + its offset) for one start."""
+        by_rarity = sorted({t for t, _ in slots}, key=lambda t: len(self.rows_with(t)))
+        rows = self.rows_with(by_rarity[0])
+        for term in by_rarity[1:]:
+            rows = np.intersect1d(rows, self.rows_with(term), assume_unique=True)
+        if len(slots) == 1 or not len(rows):
+            return rows
+        counts = self.doclen[rows].astype(np.int64)
+        tok = self.tok[ranges(self.tok_start[rows], counts)]
+        return phrase_hits(np.repeat(rows, counts), tok, [(self.ids[t], off) for t, off in slots])
+
+
+class LexicalIndex:
+    """BM25 over memory text. Labels are the store's int64 labels; a cache derived from the store."""
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.5, tokenizer: TokenizerConfig | None = None) -> None:
+        if not (k1 > 0 and 0 <= b <= 1):
+            raise InvalidInput(f"BM25 needs k1 > 0 and 0 <= b <= 1, got k1={k1!r}, b={b!r}")
+        self.k1, self.b = float(k1), float(b)
+        self.tokenizer = Tokenizer(tokenizer or TokenizerConfig())
+        self._state = State()
+        self._lock = threading.Lock()  # guards reading and mutating the state
+        self._write_lock = threading.Lock()  # one writer at a time, so a rebuild can run off the state lock
+
+    def __len__(self) -> int:
+        return len(self._state.label_row)
+
+    def __contains__(self, label: object) -> bool:
+        return isinstance(label, int | np.integer) and label in self._state.label_row
+
+    def labels(self) -> LabelArray:
+        with self._lock:
+            keys = self._state.label_row.keys()
+            return np.sort(np.fromiter(keys, np.int64, len(keys)))
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def add(self, labels: Sequence[int] | LabelArray, texts: Sequence[str]) -> None:
+        """Insert or replace; a label repeated in one call keeps its last text.
+
+        A large batch becomes visible to searches in chunks of ``_CHUNK`` documents.
+        """
+        label_list = np.asarray(labels, dtype=np.int64).reshape(-1).tolist()
+        if len(label_list) != len(texts):
+            raise InvalidInput(f"add got {len(label_list)} labels but {len(texts)} texts; pass one text per label")
+        latest = dict(zip(label_list, texts, strict=True))
+        for text in latest.values():
+            if not isinstance(text, str):
+                raise InvalidInput(f"lexical index texts must be str, got {type(text).__name__}")
+        items = list(latest.items())
+        with self._write_lock:
+            for lo in range(0, len(items), _CHUNK):
+                chunk = items[lo : lo + _CHUNK]
+                raws = [self.tokenizer.raw_tokens(text) for _, text in chunk]
+                with self._lock:
+                    state = self._state
+                    state.remove(label for label, _ in chunk)
+                    counts, tok_term, tok_pos = state.ingest(self.tokenizer, raws)
+                    state.append([label for label, _ in chunk], counts, tok_term, tok_pos)
+            self._compact_if_due()
+
+    def remove(self, labels: Iterable[int]) -> None:
+        wanted = [int(x) for x in labels]
+        with self._write_lock:
+            with self._lock:
+                self._state.remove(wanted)
+            self._compact_if_due()
+
+    def _compact_if_due(self) -> None:
+        if self._state.needs_compaction():
+            fresh = State.build(self._state.docs())  # readers keep using the old state meanwhile
+            with self._lock:
+                self._state = fresh
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def search(self, query: str, k: int, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
+        """Best first by BM25; any query term may match; ties rank the lower label first."""
+        terms = self.tokenizer.terms(query)
+        if k <= 0 or not terms or (allow is not None and not allow):
+            return []
+        with self._lock:
+            state = self._state
+            scores = state.scores(terms, self.k1, self.b)
+            rows = np.flatnonzero(scores > 0)  # a bool scan: far cheaper than nonzero on floats
+            if state.dead_rows:
+                rows = rows[state.alive[rows]]
+            if allow is not None:
+                rows = rows[allowed(state.row_label[rows], allow)]
+            return ranked(state.row_label, rows, scores, k)
+
+    def match(self, query: str, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
+        """Every document matching explicit-recall syntax, ranked by BM25 of its positive terms.
+
+        Raises QuerySyntaxError (malformed query) or QueryTooBroad (prefix expands too far).
+        """
+        parsed = parse_query(query)
+        with self._lock:
+            state = self._state
+            found = evaluate(parsed, state, self.tokenizer)
+            if found is None or not len(found.rows):
+                return []
+            rows = found.rows if allow is None else found.rows[allowed(state.row_label[found.rows], allow)]
+            return ranked(state.row_label, rows, state.scores(found.positive_terms, self.k1, self.b))
+
+    # -- persistence ----------------------------------------------------------------------------
+
+    def save(self, directory: Path | str, meta: Mapping[str, Any] | None = None) -> None:
+        """Write the index atomically; ``meta`` (plain JSON) is kept for ``load`` to compare."""
+        directory = Path(directory)
+        meta_plain = _plain_meta(meta or {})
+        directory.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            docs = self._state.docs()
+        buf = io.BytesIO()
+        np.savez(buf, labels=docs.labels, counts=docs.counts, tok_term=docs.tok_term, tok_pos=docs.tok_pos,
+                 vocab=np.frombuffer("\n".join(docs.terms).encode(), np.uint8))
+        data = buf.getvalue()
+        digest = hashlib.sha256(data).hexdigest()
+        name = f"{_DATA_PREFIX}{digest[:16]}.npz"
+        _write_atomic(directory / name, data)
+        manifest = {
+            "format_version": FORMAT_VERSION, "kind": KIND, "tokenizer": self.tokenizer.version,
+            "k1": self.k1, "b": self.b, "count": len(docs.labels), "terms": len(docs.terms),
+            "tokens": len(docs.tok_term), "max_label": int(docs.labels.max()) if len(docs.labels) else None,
+            "data": {"name": name, "sha256": digest, "size": len(data)}, "meta": meta_plain,
+            "written_at": datetime.now(timezone.utc).isoformat(),
+        }
+        # The data file is durable before the manifest names it; a crash keeps the previous pair.
+        _write_atomic(directory / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
+        for old in directory.glob(f"{_DATA_PREFIX}*.npz"):
+            if old.name != name:
+                old.unlink(missing_ok=True)
+
+    def load(self, directory: Path | str, expect_meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Replace the contents with a saved index after verifying it; returns the saved ``meta``.
+
+        Raises IndexStale when anything does not match (rebuild from the store then).
+        """
+        directory = Path(directory)
+        manifest = _read_manifest(directory / MANIFEST, self.tokenizer.version, _plain_meta(expect_meta or {}))
+        docs = _read_docs(directory, manifest)
+        state = State.build(docs)
+        with self._write_lock, self._lock:
+            self._state = state
+        return dict(manifest["meta"])
+
+
+# -- persistence helpers ------------------------------------------------------------------------
+
+
+def _plain_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """``meta`` as it reads back from JSON (tuples become lists), so comparisons are like for like."""
+    try:
+        plain: dict[str, Any] = json.loads(json.dumps(dict(meta), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"index meta must be plain JSON (str/int/float/bool/None/list/dict): {exc}") from exc
+    return plain
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)  # no litter; the exception still propagates
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename lives in the directory
+    finally:
+        os.close(dir_fd)
+
+
+def _read_manifest(path: Path, tokenizer: str, expect: dict[str, Any]) -> dict[str, Any]:
+    try:
+        body = json.loads(path.read_bytes())
+    except FileNotFoundError as exc:
+        raise IndexStale(f"no saved lexical index at {path}; build it from the store") from exc
+    except (OSError, ValueError) as exc:
+        raise IndexStale(f"cannot read {path} ({exc}); rebuild the lexical index from the store") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("data"), dict) or not isinstance(body.get("meta"), dict):
+        raise IndexStale(f"{path} is not a lexical index manifest; rebuild the lexical index from the store")
+    wanted = {"format_version": FORMAT_VERSION, "kind": KIND, "tokenizer": tokenizer}
+    problems = [f"{key} is {body.get(key)!r}, expected {want!r}" for key, want in wanted.items()
+                if body.get(key) != want]
+    meta = body["meta"]
+    problems += [f"meta {key!r} is {meta.get(key, '<missing>')!r}, expected {want!r}"
+                 for key, want in expect.items() if key not in meta or meta[key] != want]
+    if problems:
+        raise IndexStale(f"lexical index at {path} is stale: {'; '.join(problems)}; rebuild it from the store")
+    return body
+
+
+def _read_docs(directory: Path, manifest: dict[str, Any]) -> Docs:
+    entry = manifest["data"]
+    name = entry.get("name")
+    if not isinstance(name, str) or Path(name).name != name or not name.startswith(_DATA_PREFIX):
+        raise IndexStale(f"manifest in {directory} names {name!r}, not a lexical data file; rebuild")
+    path = directory / name
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IndexStale(f"cannot read {path} ({exc}); rebuild the lexical index from the store") from exc
+    if len(data) != entry.get("size") or hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+        raise IndexStale(f"{path} does not match the size/sha256 in its manifest (truncated or corrupt); rebuild")
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            blob = npz["vocab"].tobytes().decode("utf-8")
+            docs = Docs(npz["labels"].astype(np.int64), npz["counts"].astype(np.int64),
+                        npz["tok_term"].astype(np.int32), npz["tok_pos"].astype(np.int32),
+                        blob.split("\n") if blob else [])
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:  # UnicodeDecodeError is a ValueError
+        raise IndexStale(f"{path} is not a readable lexical index ({exc}); rebuild") from exc
+    n_tok, labels = len(docs.tok_term), docs.labels
+    checks = {"count": (len(labels), manifest.get("count")), "terms": (len(docs.terms), manifest.get("terms")),
+              "tokens": (n_tok, manifest.get("tokens")), "positions": (len(docs.tok_pos), n_tok),
+              "max_label": (int(labels.max()) if len(labels) else None, manifest.get("max_label")),
+              "token sum": (int(docs.counts.sum()), n_tok), "distinct labels": (len(np.unique(labels)), len(labels)),
+              "term ids in range": (bool(n_tok == 0 or (docs.tok_term.min() >= 0 and
+                                                        docs.tok_term.max() < len(docs.terms))), True)}
+    problems = [f"{key} {got!r} != {want!r}" for key, (got, want) in checks.items() if got != want]
+    if problems or (len(docs.counts) and docs.counts.min() < 0):
+        raise IndexStale(f"{path} disagrees with its manifest ({'; '.join(problems)}); rebuild")
+    return docs

@@ -1,0 +1,225 @@
+"""HnswIndex behaviours beyond the shared contract: config, inputs, fallbacks, labels, meta."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import hnswlib
+import numpy as np
+import pytest
+
+from index.exact import ExactIndex
+from index.hnsw import HnswIndex
+from index.manifest import MANIFEST_NAME, Manifest, read_manifest
+from pager.errors import ConfigError, IndexStale, InvalidInput, NonFiniteVector
+
+MakeVectors = Callable[..., np.ndarray]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "quoted"),
+    [({"M": 1}, "1"), ({"ef": 0}, "0"), ({"ef_construction": -5}, "-5"), ({"initial_capacity": 0}, "0"),
+     ({"max_deleted_share": 1.5}, "1.5"), ({"exact_below": -1}, "-1"), ({"M": 2.5}, "2.5")],
+)
+def test_bad_config_is_rejected_quoting_the_value(kwargs: dict[str, float], quoted: str) -> None:
+    with pytest.raises(ConfigError, match=quoted):
+        HnswIndex(8, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        HnswIndex(0)
+
+
+def test_non_finite_vectors_are_rejected() -> None:
+    index = HnswIndex(4)
+    with pytest.raises(NonFiniteVector):
+        index.add(np.array([1, 2]), np.array([[1, 0, 0, 0], [np.nan, 0, 0, 0]], np.float32))
+    assert len(index) == 0
+    index.add(np.array([1]), np.eye(4, dtype=np.float32)[:1])
+    with pytest.raises(NonFiniteVector):
+        index.search(np.array([np.inf, 0, 0, 0], np.float32), 1)
+
+
+def test_last_duplicate_in_a_batch_wins_and_identical_re_adds_are_free(make_vectors: MakeVectors) -> None:
+    index = HnswIndex(8)
+    vectors = make_vectors(3, 8)
+    index.add(np.array([7, 7, 8]), vectors)
+    assert len(index) == 2
+    np.testing.assert_allclose(index.get_vectors([7]), vectors[1:2], atol=1e-6)
+    index.add(np.array([7, 8]), index.get_vectors([7, 8]))
+    assert index.deleted_share() == 0.0  # nothing changed, so nothing was tombstoned
+
+
+def test_labels_and_get_vectors(make_vectors: MakeVectors) -> None:
+    extremes = np.array([-(2**63), -1, 0, 2**63 - 1], dtype=np.int64)  # any int64, not only positions
+    vectors = make_vectors(4, 8)
+    index = HnswIndex(8)
+    index.add(extremes, vectors)
+    assert index.labels().tolist() == sorted(extremes.tolist())
+    np.testing.assert_allclose(index.get_vectors(extremes[::-1]), vectors[::-1], atol=1e-6)
+    assert index.search(vectors[0], 1)[0][0] == -(2**63)
+    index.remove([-1])
+    with pytest.raises(KeyError, match="-1"):
+        index.get_vectors([0, -1])
+    assert np.int64(0) in index and -1 not in index
+
+
+def test_stored_vectors_are_unit_length() -> None:
+    index = HnswIndex(3)
+    index.add(np.array([1, 2]), np.array([[3, 4, 0], [0, 0, 0]], np.float32))
+    np.testing.assert_allclose(index.get_vectors([1, 2]), np.array([[0.6, 0.8, 0], [0, 0, 0]], np.float32), atol=1e-6)
+    [(label, score)] = index.search(np.array([6, 8, 0], np.float32), 1)
+    assert label == 1 and score == pytest.approx(1.0)
+
+
+def test_capacity_grows_from_one(make_vectors: MakeVectors) -> None:
+    vectors = make_vectors(3000, 16, seed=5)
+    index = HnswIndex(16, initial_capacity=1, exact_below=0)
+    for start in range(0, 3000, 700):  # batches that cross several resizes
+        index.add(np.arange(start, min(start + 700, 3000)), vectors[start:start + 700])
+    assert len(index) == 3000
+    probes = range(0, 3000, 30)
+    assert sum(index.search(vectors[i], 1)[0][0] == i for i in probes) >= 0.98 * len(probes)
+
+
+def test_k_above_ef_still_returns_k_good_neighbours(make_vectors: MakeVectors) -> None:
+    vectors = make_vectors(2000, 16, seed=2)
+    index = HnswIndex(16, ef=4, exact_below=0)
+    index.add(np.arange(2000), vectors)
+    ref = ExactIndex(16)
+    ref.add(np.arange(2000), vectors)
+    got = index.search(vectors[0], 300)
+    want = {label for label, _ in ref.search(vectors[0], 300)}
+    assert len(got) == 300
+    assert len(want & {label for label, _ in got}) >= 0.95 * 300
+
+
+def test_exact_answer_when_hnswlib_finds_fewer_than_k() -> None:
+    # Many duplicates and a tiny graph: hnswlib cannot reach k of them and raises.
+    base = np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32)
+    vectors = np.repeat(base, 100, axis=0)
+    raw = hnswlib.Index(space="cosine", dim=8)
+    raw.init_index(max_elements=2000, M=2, ef_construction=4)
+    raw.add_items(vectors, np.arange(2000), num_threads=1)
+    raw.set_ef(1)
+    with pytest.raises(RuntimeError, match="contiguous"):
+        raw.knn_query(base[0], k=200, num_threads=1)
+
+    index = HnswIndex(8, M=2, ef_construction=4, ef=1, exact_below=0)
+    index.add(np.arange(2000), vectors)
+    ref = ExactIndex(8)
+    ref.add(np.arange(2000), vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    got = [label for label, _ in index.search(base[0], 200)]
+    assert got == [label for label, _ in ref.search(base[0], 200)]
+    assert got[:100] == list(range(100))  # base[0]'s 100 copies, tied, lowest label first
+
+
+def test_selective_filter_is_answered_exactly(make_vectors: MakeVectors) -> None:
+    vectors = make_vectors(4000, 16, seed=4)
+    index = HnswIndex(16, exact_below=0)
+    index.add(np.arange(4000), vectors)
+    ref = ExactIndex(16)
+    ref.add(np.arange(4000), vectors)
+    allow = frozenset(range(0, 4000, 97))  # 42 labels: ~1 % of the index
+    for query in make_vectors(10, 16, seed=8):
+        got, want = index.search(query, 10, allow=allow), ref.search(query, 10, allow=allow)
+        assert [label for label, _ in got] == [label for label, _ in want]
+        assert [score for _, score in got] == pytest.approx([score for _, score in want], abs=1e-5)
+
+
+def test_ef_can_be_tuned_and_survives_a_load(tmp_path: Path, make_vectors: MakeVectors) -> None:
+    index = HnswIndex(8, ef=32)
+    index.add(np.arange(10), make_vectors(10, 8))
+    index.ef = 100
+    assert index.ef == 100
+    with pytest.raises(ConfigError):
+        index.ef = 0
+    index.save(tmp_path)
+    again = HnswIndex(8, ef=77)
+    again.load(tmp_path)
+    assert again.ef == 77 and again.M == 16 and again.ef_construction == 200
+
+
+def test_meta_is_saved_checked_and_adopted(tmp_path: Path, make_vectors: MakeVectors) -> None:
+    index = HnswIndex(8, meta={"model": "st:all-MiniLM-L6-v2", "actor": "neo"})
+    index.add(np.arange(5), make_vectors(5, 8))
+    index.save(tmp_path)  # meta defaults to index.meta
+    index.save(tmp_path, meta={**index.meta, "generation": 3, "shape": (1, 2)})
+    assert index.meta["generation"] == 3 and index.meta["shape"] == [1, 2]
+
+    loaded = HnswIndex(8, meta={"model": "st:all-MiniLM-L6-v2"})  # checked against its own meta
+    loaded.load(tmp_path)
+    assert loaded.meta == {"model": "st:all-MiniLM-L6-v2", "actor": "neo", "generation": 3, "shape": [1, 2]}
+    HnswIndex(8).load(tmp_path, expect_meta={"shape": (1, 2), "generation": 3})  # tuples read back as lists
+
+    with pytest.raises(IndexStale, match="'generation' is 3, expected 4"):
+        HnswIndex(8).load(tmp_path, expect_meta={"generation": 4})
+    with pytest.raises(IndexStale, match="'actor' is 'neo', expected 'trinity'"):
+        HnswIndex(8, meta={"actor": "trinity"}).load(tmp_path)
+    with pytest.raises(IndexStale, match="'store' missing"):
+        HnswIndex(8).load(tmp_path, expect_meta={"store": "a.duckdb"})
+    with pytest.raises(InvalidInput):
+        index.save(tmp_path, meta={"when": object()})
+
+
+def test_manifest_records_the_index(tmp_path: Path, make_vectors: MakeVectors) -> None:
+    assert read_manifest(tmp_path) is None
+    index = HnswIndex(8, M=12, ef_construction=50)
+    index.add(np.array([5, 9, 40]), make_vectors(3, 8))
+    index.remove([9])
+    index.add(np.array([5]), make_vectors(1, 8, seed=7))
+    index.save(tmp_path, meta={"generation": 1})
+    manifest = read_manifest(tmp_path)
+    assert isinstance(manifest, Manifest)
+    assert (manifest.kind, manifest.dim, manifest.M, manifest.ef_construction) == ("hnsw", 8, 12, 50)
+    assert (manifest.count, manifest.rows, manifest.deleted, manifest.max_label) == (2, 4, 2, 40)
+    assert dict(manifest.meta) == {"generation": 1} and set(manifest.files) == {"index", "vectors"}
+    for entry in manifest.files.values():
+        assert (tmp_path / entry.name).stat().st_size == entry.size
+
+    with pytest.raises(IndexStale, match="M is 12, expected 16"):
+        HnswIndex(8).load(tmp_path)
+    with pytest.raises(IndexStale, match="dim is 8, expected 9"):
+        HnswIndex(9, M=12, ef_construction=50).load(tmp_path)
+
+
+def test_repeated_saves_leave_one_set_of_files(tmp_path: Path, make_vectors: MakeVectors) -> None:
+    index = HnswIndex(8)
+    for generation in range(4):
+        index.add(np.array([generation]), make_vectors(1, 8, seed=generation))
+        index.save(tmp_path, meta={"generation": generation})
+    (tmp_path / ".hnsw-leftover.tmp").write_bytes(b"from a killed save")
+    index.save(tmp_path)
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [MANIFEST_NAME, *(entry.name for entry in manifest.files.values())]
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"{not json", b"[]", b'{"format_version": 1}',
+     json.dumps({"format_version": 99}).encode()],
+    ids=["empty", "garbage", "list", "missing-keys", "future-version"],
+)
+def test_a_malformed_manifest_raises_index_stale(tmp_path: Path, body: bytes, make_vectors: MakeVectors) -> None:
+    index = HnswIndex(8)
+    index.add(np.arange(3), make_vectors(3, 8))
+    index.save(tmp_path)
+    (tmp_path / MANIFEST_NAME).write_bytes(body)
+    with pytest.raises(IndexStale, match="malformed"):
+        read_manifest(tmp_path)
+    with pytest.raises(IndexStale):
+        HnswIndex(8).load(tmp_path)
+
+
+def test_a_manifest_cannot_point_outside_its_directory(tmp_path: Path, make_vectors: MakeVectors) -> None:
+    index = HnswIndex(8)
+    index.add(np.arange(3), make_vectors(3, 8))
+    index.save(tmp_path)
+    body = json.loads((tmp_path / MANIFEST_NAME).read_text())
+    body["files"]["index"]["name"] = "../elsewhere.bin"
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(body))
+    with pytest.raises(IndexStale, match="plain file name"):
+        HnswIndex(8).load(tmp_path)

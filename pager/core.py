@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from .audit import AuditEntry, AuditReport
@@ -57,8 +58,9 @@ class Pager(ProceduralMixin, WriteBack):
         self.embedder_report = list(embedder_report)
         self._owns_store = owns_store
         self.clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)  # tests freeze it
-        self.semantic = SemanticLane(store, self.actor, embedder)
-        self.semantic.load()
+        self.semantic = SemanticLane(store, self.actor, embedder, Path(store.location + ".index"),
+                                     store_id=store.store_id)
+        self.semantic.open()
         self.workers = EmbedWorkers(
             self.semantic, workers=config.embed_workers, batch_size=config.embed_batch_size
         )
@@ -83,6 +85,7 @@ class Pager(ProceduralMixin, WriteBack):
             return
         self._closed = True
         self.workers.stop()
+        self.semantic.save()
         if self._audit_listener is not None:
             self.store.remove_audit_listener(self._audit_listener)
         if self._owns_store:

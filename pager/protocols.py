@@ -22,7 +22,7 @@ class Embedder(Protocol):
 
     @property
     def name(self) -> str:
-        """Stable, versioned model name recorded with every vector ("hash-v1-384")."""
+        """Stable, versioned model name recorded with every vector ("hash-v2-384")."""
         ...
 
     @property
@@ -149,6 +149,8 @@ class Store(Protocol):
     def vectors_since(self, actor: str, model: str, seq: int) -> tuple[LabelArray, FloatMatrix]: ...
 
     def vector_state(self, actor: str, model: str) -> tuple[int, int]: ...
+
+    def vector_labels(self, actor: str, model: str) -> LabelArray: ...
 
     def vector_models(self, actor: str) -> dict[str, int]: ...
 

@@ -1,66 +1,147 @@
-"""The semantic lane: one vector index per (actor, model), a cache derived from the store.
+"""The semantic lane: one HNSW index per (actor, model), a cache derived from the store.
 
 The index only ever holds vectors of the active model, so a query never compares vectors of
-two models. Adds and removes go through one lock so that a forget cannot be undone by an
-embedding worker racing it.
+two models. It is saved beside the store with a manifest (store id, actor, model, dim, the last
+vector sequence it holds); on open it is verified before it is trusted, caught up from the store
+when it is merely behind, and rebuilt from the store when it is wrong. Adds and removes go
+through one lock so a forget cannot be undone by an embedding worker racing it.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+import shutil
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from index.exact import ExactIndex
-
-from .protocols import Embedder, VectorIndex
-from .store import DuckDBStore
+from .errors import IndexStale
+from .protocols import Embedder, Store
 from .types import FloatMatrix, LabelArray
 
-IndexFactory = Callable[[int], VectorIndex]
+log = logging.getLogger("mempager.semantic")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:100] or "_"
 
 
 class SemanticLane:
     def __init__(
         self,
-        store: DuckDBStore,
+        store: Store,
         actor: str,
         embedder: Embedder,
-        index_factory: IndexFactory | None = None,
+        directory: Path | None,
+        *,
+        ef: int = 64,
+        store_id: str = "",
     ) -> None:
+        from index.hnsw import HnswIndex  # lazily: `import pager` stays free of hnswlib
+
+        def make() -> Any:
+            return HnswIndex(embedder.dim, ef=ef)
+
+        self._make = make
         self.store = store
         self.actor = actor
         self.embedder = embedder
-        self._factory: IndexFactory = index_factory or (lambda dim: ExactIndex(dim))
-        self.index: VectorIndex = self._factory(embedder.dim)
+        self.directory = None if directory is None else directory / slug(actor) / slug(embedder.name)
+        self.store_id = store_id
+        self.index: Any = self._make()
         self.lock = threading.RLock()
+        self.opened_how = "new"
+        self.added_since_save = 0
 
     @property
     def model(self) -> str:
         return self.embedder.name
 
-    def load(self) -> int:
-        """Fill the index from the store's vectors of the active model; returns the count."""
-        labels, vectors = self.store.vectors(self.actor, self.model)
+    def _meta(self) -> dict[str, Any]:
+        return {"store_id": self.store_id, "actor": self.actor, "model": self.model, "dim": self.embedder.dim}
+
+    def open(self) -> str:
+        """Load the saved index if it is ours and intact, catch it up, else rebuild. Says which."""
         with self.lock:
-            self.index = self._factory(self.embedder.dim)
-            if len(labels):
-                self.index.add(labels, vectors)
-        return len(labels)
+            if self.directory is None or not self.directory.exists():
+                return self._rebuild("no saved index")
+            try:
+                self.index.load(self.directory, expect_meta=self._meta())
+            except IndexStale as exc:
+                log.warning("saved index for %s/%s is stale, rebuilding from the store: %s",
+                            self.actor, self.model, exc)
+                return self._rebuild(f"stale: {exc}")
+            return self._catch_up(int(self.index.meta.get("vector_seq", 0)))
+
+    def _rebuild(self, why: str) -> str:
+        self.index = self._make()
+        labels, vectors = self.store.vectors(self.actor, self.model)
+        if len(labels):
+            self.index.add(labels, vectors)
+        self.opened_how = f"rebuilt ({why}): {len(labels)} vectors"
+        self.added_since_save = len(labels)
+        return self.opened_how
+
+    def _catch_up(self, saved_seq: int) -> str:
+        labels, vectors = self.store.vectors_since(self.actor, self.model, saved_seq)
+        if len(labels):
+            self.index.add(labels, vectors)
+        current = self.store.vector_labels(self.actor, self.model)
+        extra = np.setdiff1d(self.index.labels(), current, assume_unique=True)
+        if len(extra):
+            self.index.remove(extra.tolist())
+        if len(self.index) != len(current):  # something we cannot explain: trust the store
+            return self._rebuild(f"{len(self.index)} indexed vs {len(current)} stored after catch-up")
+        self.opened_how = f"loaded: +{len(labels)} caught up, -{len(extra)} removed"
+        self.added_since_save = len(labels) + len(extra)
+        return self.opened_how
+
+    def save(self) -> None:
+        """Persist the index atomically with the store sequence it is current to."""
+        if self.directory is None:
+            return
+        with self.lock:
+            _, seq = self.store.vector_state(self.actor, self.model)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.index.save(self.directory, meta={**self._meta(), "vector_seq": seq})
+            self.added_since_save = 0
+
+    def purge(self) -> None:
+        """Make removed vectors' bytes disappear from memory and disk (after a hard forget)."""
+        with self.lock:
+            self.index.rebuild()
+            self.save()
+
+    def drop_saved(self) -> None:
+        if self.directory is not None and self.directory.exists():
+            shutil.rmtree(self.directory)
 
     def add(self, labels: LabelArray, vectors: FloatMatrix) -> None:
         with self.lock:
             if len(labels):
                 self.index.add(labels, vectors)
+                self.added_since_save += len(labels)
 
     def remove(self, labels: Iterable[int]) -> None:
         with self.lock:
             self.index.remove(list(labels))
+            if self.index.needs_rebuild():
+                self.index.rebuild()
 
     def search(self, query: str, k: int) -> list[tuple[int, float]]:
         vector = self.embedder.embed([query], role="query")
-        return self.index.search(np.asarray(vector[0], dtype=np.float32), k)
+        return self.search_vector(np.asarray(vector[0], dtype=np.float32), k)
+
+    def search_vector(self, vector: FloatMatrix, k: int) -> list[tuple[int, float]]:
+        result: list[tuple[int, float]] = self.index.search(vector, k)
+        return result
+
+    def __contains__(self, label: object) -> bool:
+        return label in self.index
 
     def __len__(self) -> int:
         return len(self.index)

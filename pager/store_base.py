@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -84,6 +85,57 @@ def translate(exc: Exception, location: str) -> StoreError:
     return StoreError(f"store {location} failed: {text}")
 
 
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Gate:
+    """Many SQL readers at once, or one compaction swapping the file under them."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._exclusive = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive or self._readers:
+                self._cond.wait()
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
 class DuckBase:
     """Owns the DuckDB database object; one cursor per thread; writes serialised by one lock."""
 
@@ -92,6 +144,8 @@ class DuckBase:
         self._read_only = read_only
         self._local = threading.local()
         self._write_lock = threading.RLock()
+        self._gate = _Gate()
+        self._generation = 0  # bumped when compaction reopens the file; stale cursors are replaced
         self._closed = False
         self._audit_tail: tuple[int, str] = (0, GENESIS)
         self._audit_pending: list[AuditEntry] = []
@@ -108,22 +162,55 @@ class DuckBase:
     def _con(self) -> Any:
         if self._closed:
             raise StoreError(f"store {self._path} is closed; open it again with pager.open()")
-        con = getattr(self._local, "con", None)
-        if con is None:
-            con = self._db.cursor()
-            self._local.con = con
-        return con
+        held = getattr(self._local, "con", None)
+        if held is None or held[0] != self._generation:
+            held = (self._generation, self._db.cursor())
+            self._local.con = held
+        return held[1]
 
     def _fetch(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
-        try:
-            return self._con().execute(sql, params or []).fetchall()  # type: ignore[no-any-return]
-        except duckdb.Error as exc:
-            raise translate(exc, self._path) from exc
+        with self._gate.shared():
+            try:
+                return self._con().execute(sql, params or []).fetchall()  # type: ignore[no-any-return]
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc
+
+    def compact(self) -> None:
+        """Rewrite the database file from its live rows, so nothing deleted survives in it.
+
+        DuckDB leaves deleted rows' bytes in freed blocks; copying the live database into a new
+        file and swapping it in (atomically, fsynced) is the only way to really erase them.
+        """
+        with self._write_lock, self._gate.exclusive():
+            target = self._path + ".compact"
+            for leftover in (target, target + ".wal"):
+                if os.path.exists(leftover):
+                    os.remove(leftover)
+            con = self._con()
+            try:
+                con.execute("CHECKPOINT")
+                name = con.execute("SELECT current_database()").fetchone()[0]
+                con.execute(f"ATTACH '{target}' AS mempager_compact")
+                con.execute(f'COPY FROM DATABASE "{name}" TO mempager_compact')
+                con.execute("DETACH mempager_compact")
+                self._db.close()
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc
+            _fsync_file(target)
+            os.replace(target, self._path)
+            if os.path.exists(self._path + ".wal"):
+                os.remove(self._path + ".wal")
+            _fsync_dir(os.path.dirname(os.path.abspath(self._path)))
+            try:
+                self._db = duckdb.connect(self._path, read_only=self._read_only)
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc
+            self._generation += 1
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
         """A write transaction; rolls back and re-raises the original error untouched."""
-        with self._write_lock:
+        with self._write_lock, self._gate.shared():
             con = self._con()
             try:
                 con.execute("BEGIN TRANSACTION")

@@ -113,6 +113,14 @@ class VectorsMixin:
         )[0]
         return int(row[0]), int(row[1])
 
+    def vector_labels(self, actor: str, model: str) -> LabelArray:
+        rows = self._fetch(
+            "SELECT v.label FROM vectors v JOIN memories m ON m.label = v.label "
+            "WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash ORDER BY v.label",
+            [actor, model],
+        )
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
     def vector_models(self, actor: str) -> dict[str, int]:
         rows = self._fetch(
             "SELECT v.model, count(*) FROM vectors v JOIN memories m ON m.label = v.label "

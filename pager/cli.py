@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("turn")
     p.add_argument("outcome", choices=["success", "failure"])
     sub.add_parser("demo", parents=[common], help="play a scripted agent session and show the page")
+    p = sub.add_parser("serve", parents=[common], help="run the MCP server (stdio, or streamable HTTP on 127.0.0.1)")
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--goal", default=None, help="goal for the pinned-block resource")
     return parser
 
 
@@ -152,6 +156,10 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_demo(store=getattr(args, "store", None), as_json=as_json,
                         embedder=getattr(args, "embedder", None))
+    if args.command == "serve":
+        from .mcp_server import serve
+
+        return serve(args)
     with _open(args) as p:
         cmd = args.command
         if cmd == "init":

@@ -159,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         from .mcp_server import serve
 
-        return serve(args)
+        return int(serve(args))
     with _open(args) as p:
         cmd = args.command
         if cmd == "init":

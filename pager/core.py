@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -301,15 +301,45 @@ class Pager(ProceduralMixin, WriteBack):
         return self.semantic.embedder
 
     # -- forgetting and stats ------------------------------------------------------------------
-    def forget(self, uri: str) -> None:
-        actor, _, memory_id = parse_uri(uri)
-        if actor != self.actor:  # never confirm or deny another actor's memory
-            raise MemoryNotFound(f"no memory {uri} for actor {self.actor!r}")
-        with self.semantic.lock:
-            removed = self.store.delete(self.actor, memory_id)
-            if removed is None:
+    def forget(
+        self,
+        uri: str | None = None,
+        *,
+        actor: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        hard: bool = True,
+    ) -> int:
+        """Forget one memory by uri, or every memory of ``actor`` matching ``where``.
+
+        ``where`` takes recall's filters (query, types, since, until, source, tags); an empty
+        ``where`` forgets all of the actor's memories. Hard by default: after the call the text
+        and vectors are gone from the store, every lane and index, and the files on disk (the
+        store file is rewritten). ``hard=False`` deletes logically only: the bytes may remain in
+        the files until the next hard forget or ``compact()``. Returns how many were forgotten.
+        """
+        if (uri is None) == (actor is None and where is None):
+            raise InvalidInput("forget takes a uri, or actor= and/or where= (not both, not neither)")
+        if uri is not None:
+            owner, _, memory_id = parse_uri(uri)
+            if owner != self.actor or self.store.get(self.actor, memory_id) is None:
+                # never confirm or deny another actor's memory
                 raise MemoryNotFound(f"no memory {uri} for actor {self.actor!r}; it may be forgotten already")
-            self.semantic.remove([removed.label])
+            ids = [memory_id]
+        else:
+            if actor is not None and actor != self.actor:
+                raise MemoryNotFound(f"this pager serves actor {self.actor!r}; open one for {actor!r} to forget there")
+            ids = [m.id for m in self.recall(limit=1_000_000_000, **dict(where or {}))]
+        with self.semantic.lock:
+            removed = self.store.delete_many(self.actor, ids)
+            self.semantic.remove([m.label for m in removed])
+        if removed and hard:
+            self.compact()
+        return len(removed)
+
+    def compact(self) -> None:
+        """Erase deleted memories' bytes: rebuild and re-save the indexes, rewrite the store file."""
+        self.semantic.purge()
+        self.store.compact()
 
     def audit(self, since: Any = None, limit: int = 1000) -> list[AuditEntry]:
         """This actor's audit entries, oldest first (``since``: a time, or "7d" / "12h" / "30m")."""

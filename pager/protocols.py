@@ -114,6 +114,12 @@ class Store(Protocol):
 
     def delete(self, actor: str, memory_id: str) -> Memory | None: ...
 
+    def delete_many(self, actor: str, memory_ids: Sequence[str]) -> list[Memory]: ...
+
+    def compact(self) -> None:
+        """Make deleted memories' bytes disappear from the store's files."""
+        ...
+
     def query(
         self,
         actor: str,

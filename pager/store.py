@@ -301,23 +301,31 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
         return got
 
     def delete(self, actor: str, memory_id: str) -> Memory | None:
-        """Hard delete of the memory and every vector made from it."""
+        """Delete the memory and every vector made from it (bytes stay until ``compact``)."""
+        gone = self.delete_many(actor, [memory_id])
+        return gone[0] if gone else None
+
+    def delete_many(self, actor: str, memory_ids: Sequence[str]) -> list[Memory]:
+        """Delete these memories of ``actor`` in one transaction; unknown ids are skipped."""
+        if not memory_ids:
+            return []
         with self._write_lock:
             with self._tx() as con:
                 rows = con.execute(
-                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id = ?", [actor, memory_id]
+                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id IN (SELECT unnest(?))"
+                    " ORDER BY label",
+                    [actor, list(memory_ids)],
                 ).fetchall()
                 if not rows:
-                    return None
-                label = rows[0][0]
-                gone = row_to_memory(rows[0])
-                con.execute("DELETE FROM vectors WHERE label = ?", [label])
-                con.execute("DELETE FROM embed_failures WHERE label = ?", [label])
-                con.execute("DELETE FROM memories WHERE label = ?", [label])
-                self._audit(con, [(actor, "forget", gone.uri, gone.content_hash)])
+                    return []
+                gone = [row_to_memory(r) for r in rows]
+                labels = [m.label for m in gone]
+                for table_name in ("vectors", "embed_failures", "memories"):
+                    con.execute(f"DELETE FROM {table_name} WHERE label IN (SELECT unnest(?))", [labels])
+                self._audit(con, [(actor, "forget", m.uri, m.content_hash) for m in gone])
             table = self._tables.get(actor)
             if table is not None:
-                table.remove([label])
+                table.remove(labels)
         return gone
 
     @property

@@ -56,6 +56,9 @@ class PagerConfig:
         default_factory=lambda: _frozen({"semantic": 1.0, "salience": 0.5})
     )
     rrf_k: int = 60
+    # "unindexed": salience ranks only what the semantic lane cannot see yet (fresh writes, a
+    # failing embedder); "all": every memory of the salience types. Chosen on LoCoMo, see README.
+    salience_mode: str = "unindexed"
     salience_types: tuple[MemoryType, ...] = (
         MemoryType.FACT,
         MemoryType.EVENT,
@@ -124,6 +127,8 @@ class PagerConfig:
             raise ConfigError(
                 f"min_pattern_successes must be an integer >= 0, got {self.min_pattern_successes!r}"
             )
+        if self.salience_mode not in ("unindexed", "all"):
+            raise ConfigError(f"salience_mode must be 'unindexed' or 'all', got {self.salience_mode!r}")
         if self.memory_mode not in MEMORY_MODES:
             raise ConfigError(f"memory_mode must be one of {', '.join(MEMORY_MODES)}, got {self.memory_mode!r}")
         for name in ("success_increment", "failure_decrement", "established_confidence", "proven_confidence",
@@ -172,7 +177,7 @@ class PagerConfig:
             raw = env.get(f"MEMPAGER_{f.name.upper()}")
             if raw is None:
                 continue
-            if f.name in ("embedder", "memory_mode"):
+            if f.name in ("embedder", "memory_mode", "salience_mode"):
                 values[f.name] = raw.strip()
             elif f.type in ("int", int):
                 try:

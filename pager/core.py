@@ -21,7 +21,8 @@ from .pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
 from .procedural import ProceduralMixin
 from .protocols import Embedder
 from .salience import params_from_config
-from .semantic import SemanticLane
+from .lexical_lane import LexicalLane
+from .semantic import SemanticLane, slug
 from .store import DuckDBStore
 from .types import Memory, MemoryType, PutResult, Snippet, Source
 from .validate import check_actor, check_text, check_type, normalize, parse_since, parse_time, parse_uri
@@ -58,9 +59,13 @@ class Pager(ProceduralMixin, WriteBack):
         self.embedder_report = list(embedder_report)
         self._owns_store = owns_store
         self.clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)  # tests freeze it
-        self.semantic = SemanticLane(store, self.actor, embedder, Path(store.location + ".index"),
-                                     store_id=store.store_id)
+        index_dir = Path(store.location + ".index")
+        self.semantic = SemanticLane(store, self.actor, embedder, index_dir, store_id=store.store_id)
         self.semantic.open()
+        self.lexical = LexicalLane(store, self.actor, index_dir / slug(self.actor) / "lexical",
+                                   store_id=store.store_id)
+        self.lexical.open()
+        store.add_change_listener(self.actor, self._on_change)
         self.workers = EmbedWorkers(
             self.semantic, workers=config.embed_workers, batch_size=config.embed_batch_size
         )
@@ -85,7 +90,9 @@ class Pager(ProceduralMixin, WriteBack):
             return
         self._closed = True
         self.workers.stop()
+        self.store.remove_change_listener(self.actor, self._on_change)
         self.semantic.save()
+        self.lexical.save()
         if self._audit_listener is not None:
             self.store.remove_audit_listener(self._audit_listener)
         if self._owns_store:
@@ -105,6 +112,11 @@ class Pager(ProceduralMixin, WriteBack):
     def _after_write(self, results: Sequence[PutResult]) -> None:
         if results:
             self.workers.notify()
+
+    def _on_change(self, upserted: Sequence[Memory], removed: Sequence[int]) -> None:
+        """Every committed change to this actor's memories, whoever made it (store write lock held)."""
+        self.lexical.apply(upserted, removed)
+        self.semantic.track(upserted, removed)
 
     # -- reads --------------------------------------------------------------------------------
     def pinned(self, goal: str | None = None) -> str:
@@ -158,8 +170,10 @@ class Pager(ProceduralMixin, WriteBack):
             lanes["semantic"] = self.semantic.search(query, depth)
         except PagerError as exc:  # a failing embedder degrades retrieval, it does not stop it
             log.warning("semantic lane skipped for this query: %s", exc)
-        params = params_from_config(self.config, datetime.now(timezone.utc))
-        lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth)
+        lanes["lexical"] = self.lexical.search(query, depth)
+        params = params_from_config(self.config, self.clock())
+        only = self.semantic.unembedded_labels() if self.config.salience_mode == "unindexed" else None
+        lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth, only)
         return lanes
 
     def _depth(self, k: int, budget: int) -> int:
@@ -339,6 +353,8 @@ class Pager(ProceduralMixin, WriteBack):
     def compact(self) -> None:
         """Erase deleted memories' bytes: rebuild and re-save the indexes, rewrite the store file."""
         self.semantic.purge()
+        self.lexical.rebuild("purge after forget")
+        self.lexical.save()
         self.store.compact()
 
     def audit(self, since: Any = None, limit: int = 1000) -> list[AuditEntry]:

@@ -13,7 +13,7 @@ import logging
 import re
 import shutil
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,13 @@ class SemanticLane:
         self.lock = threading.RLock()
         self.opened_how = "new"
         self.added_since_save = 0
+        # What the lane cannot see yet: memories without a current vector of this model. The
+        # salience lane covers them, so a fresh write is reachable before it is embedded.
+        self.unembedded: set[int] = set()
+        self.indexed_hash: dict[int, str] = {}
+        # A leaf lock for the two structures above: ``track`` runs under the store's write lock,
+        # so it must never wait for ``self.lock`` (held by workers while they wait for the store).
+        self._track_lock = threading.Lock()
 
     @property
     def model(self) -> str:
@@ -67,15 +74,46 @@ class SemanticLane:
     def open(self) -> str:
         """Load the saved index if it is ours and intact, catch it up, else rebuild. Says which."""
         with self.lock:
-            if self.directory is None or not self.directory.exists():
-                return self._rebuild("no saved index")
-            try:
-                self.index.load(self.directory, expect_meta=self._meta())
-            except IndexStale as exc:
-                log.warning("saved index for %s/%s is stale, rebuilding from the store: %s",
-                            self.actor, self.model, exc)
-                return self._rebuild(f"stale: {exc}")
-            return self._catch_up(int(self.index.meta.get("vector_seq", 0)))
+            how = self._open()
+            live = self.store.live_labels(self.actor)
+            indexed = self.index.labels()
+            hashes = self.store.content_hashes(self.actor)
+            with self._track_lock:
+                self.unembedded = set(np.setdiff1d(live, indexed, assume_unique=True).tolist())
+                self.indexed_hash = {label: hashes[label] for label in indexed.tolist() if label in hashes}
+            return how
+
+    def _open(self) -> str:
+        if self.directory is None or not self.directory.exists():
+            return self._rebuild("no saved index")
+        try:
+            self.index.load(self.directory, expect_meta=self._meta())
+        except IndexStale as exc:
+            log.warning("saved index for %s/%s is stale, rebuilding from the store: %s", self.actor, self.model, exc)
+            return self._rebuild(f"stale: {exc}")
+        return self._catch_up(int(self.index.meta.get("vector_seq", 0)))
+
+    def track(self, upserted: Iterable[Any], removed: Iterable[int]) -> None:
+        """Keep the unembedded set exact as memories are written, re-worded and deleted."""
+        with self._track_lock:
+            stale = []
+            for memory in upserted:
+                known = self.indexed_hash.get(memory.label)
+                if known is None:
+                    self.unembedded.add(memory.label)
+                elif known != memory.content_hash:  # re-worded: its old vector must not answer
+                    stale.append(memory.label)
+                    self.unembedded.add(memory.label)
+            for label in stale:
+                self.indexed_hash.pop(label, None)
+            for label in removed:
+                self.unembedded.discard(label)
+        if stale:  # the index has its own reader-writer lock
+            self.index.remove(stale)
+
+    def unembedded_labels(self) -> list[int]:
+        with self._track_lock:
+            return list(self.unembedded)
 
     def _rebuild(self, why: str) -> str:
         self.index = self._make()
@@ -120,15 +158,24 @@ class SemanticLane:
         if self.directory is not None and self.directory.exists():
             shutil.rmtree(self.directory)
 
-    def add(self, labels: LabelArray, vectors: FloatMatrix) -> None:
+    def add(self, labels: LabelArray, vectors: FloatMatrix, content_hashes: Sequence[str] = ()) -> None:
         with self.lock:
             if len(labels):
                 self.index.add(labels, vectors)
                 self.added_since_save += len(labels)
+                with self._track_lock:
+                    for label, chash in zip(labels.tolist(), content_hashes, strict=False):
+                        self.indexed_hash[label] = chash
+                        self.unembedded.discard(label)
 
     def remove(self, labels: Iterable[int]) -> None:
         with self.lock:
-            self.index.remove(list(labels))
+            labels = list(labels)
+            self.index.remove(labels)
+            with self._track_lock:
+                for label in labels:
+                    self.indexed_hash.pop(label, None)
+                    self.unembedded.discard(label)
             if self.index.needs_rebuild():
                 self.index.rebuild()
 

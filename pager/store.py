@@ -10,7 +10,7 @@ import json
 import secrets
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from .store_journal import JournalMixin
 from .store_reads import SqlReadsMixin
 from .store_vectors import VectorsMixin
 from .table import ActorTable
-from .types import Memory, MemoryType, NewMemory, PutResult, Source
+from .types import LabelArray, Memory, MemoryType, NewMemory, PutResult, Source
 from .validate import content_hash, make_uri, normalize, to_utc
 
 _UPDATABLE = {
@@ -55,6 +55,7 @@ def _object_array(values: Sequence[Any]) -> np.ndarray:
     return out
 
 
+ChangeListener = Callable[[Sequence[Memory], Sequence[int]], None]
 _OPEN: dict[str, DuckDBStore] = {}
 _OPEN_LOCK = threading.Lock()
 
@@ -91,6 +92,7 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             _OPEN[self._key] = self
         self._users = 1
         self._tables: dict[str, ActorTable] = {}
+        self._change_listeners: dict[str, list[ChangeListener]] = {}
         try:
             if not read_only:
                 with self._write_lock:
@@ -323,9 +325,7 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
                 for table_name in ("vectors", "embed_failures", "memories"):
                     con.execute(f"DELETE FROM {table_name} WHERE label IN (SELECT unnest(?))", [labels])
                 self._audit(con, [(actor, "forget", m.uri, m.content_hash) for m in gone])
-            table = self._tables.get(actor)
-            if table is not None:
-                table.remove(labels)
+            self._mirror([], removed=labels, actor=actor)
         return gone
 
     @property
@@ -385,12 +385,48 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
                 self._tables[actor] = table
             return table
 
-    def _mirror(self, memories: Sequence[Memory]) -> None:
-        """Apply committed changes to the loaded mirrors (call with the write lock held)."""
+    def _mirror(self, memories: Sequence[Memory], removed: Sequence[int] = (), actor: str = "") -> None:
+        """Apply committed changes to the loaded mirrors and tell the listeners (write lock held)."""
+        by_actor: dict[str, list[Memory]] = {}
         for memory in memories:
-            table = self._tables.get(memory.actor)
+            by_actor.setdefault(memory.actor, []).append(memory)
+        if removed:
+            by_actor.setdefault(actor, [])
+        for who, changed in by_actor.items():
+            table = self._tables.get(who)
+            gone = removed if who == actor else ()
             if table is not None:
-                table.upsert([memory])
+                table.upsert(changed)
+                table.remove(gone)
+            for listener in list(self._change_listeners.get(who, ())):
+                listener(changed, gone)
+
+    def add_change_listener(self, actor: str, listener: ChangeListener) -> None:
+        """``listener(upserted, removed_labels)`` after every committed change to ``actor``'s memories."""
+        with self._write_lock:
+            self._change_listeners.setdefault(actor, []).append(listener)
+
+    def remove_change_listener(self, actor: str, listener: ChangeListener) -> None:
+        with self._write_lock:
+            listeners = self._change_listeners.get(actor, [])
+            if listener in listeners:
+                listeners.remove(listener)
+
+    def live_labels(self, actor: str) -> LabelArray:
+        return self.table(actor).live_labels()
+
+    def content_hashes(self, actor: str) -> dict[int, str]:
+        return self.table(actor).content_hashes()
+
+    def texts_since(self, actor: str, rev: int) -> tuple[list[int], list[str]]:
+        """(labels, texts) of the actor's memories written or re-worded after revision ``rev``."""
+        rows = self._fetch(
+            "SELECT label, text FROM memories WHERE actor = ? AND rev > ? ORDER BY label", [actor, int(rev)]
+        )
+        return [int(r[0]) for r in rows], [r[1] for r in rows]
+
+    def max_rev(self, actor: str) -> int:
+        return int(self._fetch("SELECT coalesce(max(rev), 0) FROM memories WHERE actor = ?", [actor])[0][0])
 
     def touch(self, actor: str, labels: Sequence[int], when: datetime) -> None:
         if not labels:

@@ -230,6 +230,11 @@ class ActorTable:
         order = idx[np.lexsort((-labels[idx], -score[idx]))]  # ties: newer label first, as in SQL
         return [(int(labels[i]), float(score[i])) for i in order]
 
+    def content_hashes(self) -> dict[int, str]:
+        with self.lock:
+            hashes = self.obj["content_hash"]
+            return {label: hashes[row] for label, row in self.rows.items()}
+
     def live_labels(self) -> np.ndarray:
         with self.lock:
             live: np.ndarray = self.labels[: self.size][self.num["alive"][: self.size]].copy()

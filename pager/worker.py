@@ -106,7 +106,8 @@ class EmbedWorkers:
             with lane.lock:  # a forget between these two steps must not be undone
                 stored = store.put_vectors(lane.model, labels, vectors, [h for _, _, h in batch])
                 keep = np.isin(labels, stored)
-                lane.add(labels[keep], vectors[keep])
+                hashes = [h for (_, _, h), kept in zip(batch, keep.tolist(), strict=True) if kept]
+                lane.add(labels[keep], vectors[keep], hashes)
         except Exception as exc:  # noqa: BLE001 - any embedder fault: record it, keep the memories pending
             self._fail(labels, exc)
             return

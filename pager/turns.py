@@ -1,0 +1,137 @@
+"""Per-turn memory for an agent loop: one call before the model runs, one after.
+
+    memory = TurnMemory(p)                              # p = pager.open(...)
+    for user_message in conversation:
+        ctx = memory.before_turn(goal, user_message)
+        reply = llm(system=SYSTEM + "\\n\\n" + ctx.system_block, user=user_message)
+        memory.after_turn(ctx.turn_id, user_message, reply, outcome="success")
+
+``before_turn`` pages memory in for the user's message and records which procedures the page
+injected; ``after_turn`` writes the exchange back as an event and, given an outcome, records it
+and credits (success) or blames (failure) exactly those procedures. ``AsyncTurnMemory`` is the
+same over asyncio: each call runs in a worker thread, so the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from .aio import AsyncPager
+from .core import Pager
+from .errors import ConfigError, InvalidInput, InvalidText
+from .page import Page
+from .tokens import truncate_tokens
+from .types import Source
+from .validate import check_text
+from .writeback import OUTCOMES
+
+TURN_TAG = "turn"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """What ``before_turn`` hands the loop: the block for the system prompt and the turn's id."""
+
+    turn_id: str
+    system_block: str
+    page: Page  # the full page, with ``page.report`` saying what came in and why
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """What ``after_turn`` wrote: the event's uri, the outcome's uri, how many patterns it moved."""
+
+    turn_id: str
+    event_uri: str
+    outcome_uri: str | None = None
+    patterns_updated: int = 0
+
+
+class TurnMemory:
+    """Per-turn paging and write-back over one :class:`~pager.Pager`.
+
+    ``max_turn_tokens`` caps the stored exchange (half for each side; a cut is marked and never
+    splits an id, hash or path) so one huge tool dump cannot crowd every later page.
+    """
+
+    def __init__(self, pager: Pager, *, max_turn_tokens: int = 2000) -> None:
+        if isinstance(max_turn_tokens, bool) or not isinstance(max_turn_tokens, int) or max_turn_tokens < 16:
+            raise ConfigError(f"max_turn_tokens must be an integer >= 16, got {max_turn_tokens!r}")
+        self.pager = pager
+        self.max_turn_tokens = max_turn_tokens
+
+    def before_turn(self, goal: str | None, user_message: str, turn_id: str | None = None) -> TurnContext:
+        """Page memory in for ``user_message``; the returned ``system_block`` goes in the system prompt.
+
+        ``turn_id`` defaults to a fresh unique id; pass your own to tie feedback to your logs.
+        """
+        turn = turn_id if turn_id is not None else f"turn-{uuid.uuid4().hex[:16]}"
+        page = self.pager.page(goal, user_message, turn=turn)
+        return TurnContext(turn_id=turn, system_block=page.render(), page=page)
+
+    def after_turn(
+        self,
+        turn_id: str,
+        user_message: str,
+        assistant_reply: str,
+        outcome: str | None = None,
+        *,
+        summary: str | None = None,
+    ) -> TurnRecord:
+        """Write the exchange back as an event; with ``outcome``, record it as feedback too.
+
+        ``outcome`` is success, failure, partial or unknown; success and failure move the
+        confidence of the patterns ``before_turn`` injected for ``turn_id`` (once per turn).
+        ``summary`` names the outcome (default: the start of the user's message).
+        """
+        turn_id = check_text(turn_id, 1_000, "turn_id")
+        if outcome is not None and outcome not in OUTCOMES:  # checked before anything is written
+            raise InvalidInput(f"outcome must be one of {', '.join(OUTCOMES)} or None, got {outcome!r}")
+        half = self.max_turn_tokens // 2
+        text = (f"User: {_side(user_message, 'user_message', half)}\n"
+                f"Assistant: {_side(assistant_reply, 'assistant_reply', half)}")
+        # an explicit time keeps two identical exchanges as two events instead of one deduplicated
+        event_uri = self.pager.remember("event", text, source=Source.OBSERVED, tags=[TURN_TAG],
+                                        metadata={"turn": turn_id}, created_at=datetime.now(timezone.utc))
+        if outcome is None:
+            return TurnRecord(turn_id, event_uri)
+        # feedback first, to learn how many patterns moved; record_outcome's own feedback for
+        # the same turn and outcome is then a no-op (feedback is idempotent per turn)
+        updated = self.pager.feedback(turn_id, outcome) if outcome in ("success", "failure") else 0
+        about = summary if summary is not None else f"Turn {turn_id}: {_side(user_message, 'user_message', 40)}"
+        outcome_uri = self.pager.record_outcome(about, outcome, event_uri, turn=turn_id, source=Source.OBSERVED)
+        return TurnRecord(turn_id, event_uri, outcome_uri, updated)
+
+
+def _side(text: object, what: str, max_tokens: int) -> str:
+    if not isinstance(text, str):
+        raise InvalidText(f"{what} must be a str, got {type(text).__name__}")
+    # a turn with no words on one side (a tool-only reply) is still a turn worth keeping
+    return truncate_tokens(text.strip(), max_tokens) or "(nothing)"
+
+
+class AsyncTurnMemory:
+    """:class:`TurnMemory` for asyncio loops; same arguments, awaitable, never blocks the loop."""
+
+    def __init__(self, pager: AsyncPager | Pager, *, max_turn_tokens: int = 2000) -> None:
+        sync = pager.sync_pager if isinstance(pager, AsyncPager) else pager
+        self.turns = TurnMemory(sync, max_turn_tokens=max_turn_tokens)
+
+    async def before_turn(self, goal: str | None, user_message: str, turn_id: str | None = None) -> TurnContext:
+        return await asyncio.to_thread(self.turns.before_turn, goal, user_message, turn_id)
+
+    async def after_turn(
+        self,
+        turn_id: str,
+        user_message: str,
+        assistant_reply: str,
+        outcome: str | None = None,
+        *,
+        summary: str | None = None,
+    ) -> TurnRecord:
+        return await asyncio.to_thread(
+            self.turns.after_turn, turn_id, user_message, assistant_reply, outcome, summary=summary
+        )

@@ -15,13 +15,13 @@ from .audit import AuditEntry, AuditReport
 from .config import PagerConfig
 from .errors import InvalidInput, MemoryNotFound, PagerError
 from .fusion import Cut, Fused, Packer, fuse, is_current
+from .lexical_lane import LexicalLane
 from .page import Page, PageReport, SectionTotal, snippet_report
 from .patterns import Pattern
 from .pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
 from .procedural import ProceduralMixin
 from .protocols import Embedder
 from .salience import params_from_config
-from .lexical_lane import LexicalLane
 from .semantic import SemanticLane, slug
 from .store import DuckDBStore
 from .types import Memory, MemoryType, PutResult, Snippet, Source

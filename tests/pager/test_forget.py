@@ -87,7 +87,7 @@ def test_forget_where_and_actor_scope(store_path: Path) -> None:
     with pager.open(store_path, actor="bob", config=cfg) as b:
         b.remember_fact("Bob's event stays")
     with pager.open(store_path, actor="neo", config=cfg) as p:
-        p.remember_many([{"type": "event", "text": f"old event {i}", "created_at": "2023-01-0%d" % (i + 1)}
+        p.remember_many([{"type": "event", "text": f"old event {i}", "created_at": f"2023-01-0{i + 1}"}
                          for i in range(5)])
         p.remember_fact("a fact that stays")
         assert p.forget(actor="neo", where={"types": ["event"], "until": "2023-01-04"}) == 3

@@ -305,6 +305,31 @@ class LexicalIndex:
                 rows = rows[allowed(state.row_label[rows], allow)]
             return ranked(state.row_label, rows, scores, k)
 
+    def search_scored(
+        self, query: str, k: int, also: Iterable[int] = ()
+    ) -> tuple[list[tuple[int, float]], dict[int, float]]:
+        """``search`` plus the BM25 of the documents in ``also`` (0 when absent or unmatched).
+
+        Fusion needs every candidate's score from every lane, not just each lane's top k; the
+        scores of all rows come out of one pass, so the extra look-ups are free.
+        """
+        terms = self.tokenizer.terms(query)
+        wanted = [int(x) for x in also]
+        if not terms:
+            return [], dict.fromkeys(wanted, 0.0)
+        with self._lock:
+            state = self._state
+            scores = state.scores(terms, self.k1, self.b)
+            rows = np.flatnonzero(scores > 0)
+            if state.dead_rows:
+                rows = rows[state.alive[rows]]
+            top = ranked(state.row_label, rows, scores, k) if k > 0 else []
+            extra = {}
+            for label in wanted:
+                row = state.label_row.get(label)
+                extra[label] = float(scores[row]) if row is not None else 0.0
+            return top, extra
+
     def match(self, query: str, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
         """Every document matching explicit-recall syntax, ranked by BM25 of its positive terms.
 

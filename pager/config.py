@@ -52,9 +52,13 @@ class PagerConfig:
     min_pattern_successes: int = 3
     # lanes and fusion
     lane_depth: int = 50
+    # Fusion: "score" sums each lane's normalised score with these weights (chosen on LoCoMo,
+    # see README "Recall at a budget"); "rrf" is weighted reciprocal-rank fusion with rrf_k.
+    fusion: str = "score"
     lane_weights: Mapping[str, float] = field(
-        default_factory=lambda: _frozen({"semantic": 1.0, "salience": 0.5})
+        default_factory=lambda: _frozen({"semantic": 0.3, "lexical": 0.7, "salience": 0.2})
     )
+    semantic_floor: float = 0.1
     rrf_k: int = 60
     # "unindexed": salience ranks only what the semantic lane cannot see yet (fresh writes, a
     # failing embedder); "all": every memory of the salience types. Chosen on LoCoMo, see README.
@@ -127,6 +131,10 @@ class PagerConfig:
             raise ConfigError(
                 f"min_pattern_successes must be an integer >= 0, got {self.min_pattern_successes!r}"
             )
+        if self.fusion not in ("score", "rrf"):
+            raise ConfigError(f"fusion must be 'score' or 'rrf', got {self.fusion!r}")
+        if not -1.0 <= self.semantic_floor < 1.0:
+            raise ConfigError(f"semantic_floor must be in [-1, 1), got {self.semantic_floor!r}")
         if self.salience_mode not in ("unindexed", "all"):
             raise ConfigError(f"salience_mode must be 'unindexed' or 'all', got {self.salience_mode!r}")
         if self.memory_mode not in MEMORY_MODES:
@@ -177,7 +185,7 @@ class PagerConfig:
             raw = env.get(f"MEMPAGER_{f.name.upper()}")
             if raw is None:
                 continue
-            if f.name in ("embedder", "memory_mode", "salience_mode"):
+            if f.name in ("embedder", "memory_mode", "salience_mode", "fusion"):
                 values[f.name] = raw.strip()
             elif f.type in ("int", int):
                 try:

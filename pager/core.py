@@ -14,7 +14,7 @@ from typing import Any
 from .audit import AuditEntry, AuditReport
 from .config import PagerConfig
 from .errors import InvalidInput, MemoryNotFound, PagerError
-from .fusion import Cut, Fused, Packer, fuse, is_current
+from .fusion import Cut, Fused, Packer, fuse, fuse_scores, is_current
 from .lexical_lane import LexicalLane
 from .page import Page, PageReport, SectionTotal, snippet_report
 from .patterns import Pattern
@@ -164,17 +164,36 @@ class Pager(ProceduralMixin, WriteBack):
         return snippets
 
     def _lanes(self, query: str, depth: int) -> dict[str, list[tuple[int, float]]]:
-        """Each lane's ranked (label, score) list, ``depth`` deep. Lanes never gate each other."""
+        return self._rank(query, depth)[0]
+
+    def _rank(self, query: str, depth: int) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[int, float]]]:
+        """Each lane's ranked (label, score) list, ``depth`` deep (lanes never gate each other),
+        and each lane's score for the candidates the other lanes found."""
         lanes: dict[str, list[tuple[int, float]]] = {}
+        completions: dict[str, dict[int, float]] = {}
+        vector = None
         try:
-            lanes["semantic"] = self.semantic.search(query, depth)
+            vector = self.semantic.embed_query(query)
+            lanes["semantic"] = self.semantic.search_vector(vector, depth)
         except PagerError as exc:  # a failing embedder degrades retrieval, it does not stop it
             log.warning("semantic lane skipped for this query: %s", exc)
-        lanes["lexical"] = self.lexical.search(query, depth)
+        semantic_labels = [label for label, _ in lanes.get("semantic", ())]
+        lanes["lexical"], completions["lexical"] = self.lexical.search_scored(query, depth, semantic_labels)
         params = params_from_config(self.config, self.clock())
         only = self.semantic.unembedded_labels() if self.config.salience_mode == "unindexed" else None
         lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth, only)
-        return lanes
+        if vector is not None:
+            seen = set(semantic_labels)
+            others = {label for name in ("lexical", "salience") for label, _ in lanes[name] if label not in seen}
+            completions["semantic"] = self.semantic.scores_for(vector, sorted(others))
+        return lanes, completions
+
+    def _fuse(
+        self, lanes: dict[str, list[tuple[int, float]]], completions: dict[str, dict[int, float]]
+    ) -> list[Fused]:
+        if self.config.fusion == "rrf":
+            return fuse(lanes, self.config.lane_weights, self.config.rrf_k)
+        return fuse_scores(lanes, completions, self.config.lane_weights, self.config.semantic_floor)
 
     def _depth(self, k: int, budget: int) -> int:
         """How deep each lane must look to fill ``k`` snippets or ``budget`` tokens."""
@@ -189,8 +208,8 @@ class Pager(ProceduralMixin, WriteBack):
         for name, value in (("k", k), ("budget", budget)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
-        lanes = self._lanes(query, self._depth(k, budget))
-        fused = fuse(lanes, self.config.lane_weights, self.config.rrf_k)
+        lanes, completions = self._rank(query, self._depth(k, budget))
+        fused = self._fuse(lanes, completions)
         snippets, cuts = self._select(fused, k, budget, exclude)
         return snippets, cuts, {name: len(hits) for name, hits in lanes.items()}
 

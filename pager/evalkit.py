@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from .config import PagerConfig
-from .fusion import fuse
+from .fusion import fuse, fuse_scores
 from .locomo import CATEGORIES, Conversation
 from .progress import Progress
 from .protocols import Embedder
+from .salience import params_from_config
 
 KS = (1, 3, 5, 10, 20)
 BUDGETS = (250, 500, 1000, 2000, 4000)
@@ -30,6 +31,7 @@ class QuestionRecord:
     category: int
     evidence: frozenset[str]
     lanes: Mapping[str, Sequence[tuple[int, float]]]
+    completions: Mapping[str, Mapping[int, float]]
     ids: Mapping[int, str]  # label -> dataset id
     tokens: Mapping[int, int]  # label -> snippet tokens
 
@@ -78,8 +80,19 @@ def lane_ranker(lane: str) -> Callable[[QuestionRecord], list[int]]:
     return lambda r: [label for label, _ in r.lanes.get(lane, ())]
 
 
-def fused_ranker(weights: Mapping[str, float], rrf_k: int) -> Callable[[QuestionRecord], list[int]]:
+def rrf_ranker(weights: Mapping[str, float], rrf_k: int) -> Callable[[QuestionRecord], list[int]]:
     return lambda r: [f.label for f in fuse(r.lanes, weights, rrf_k)]
+
+
+def score_ranker(weights: Mapping[str, float], floor: float) -> Callable[[QuestionRecord], list[int]]:
+    return lambda r: [f.label for f in fuse_scores(r.lanes, r.completions, weights, floor)]
+
+
+def config_ranker(config: PagerConfig) -> Callable[[QuestionRecord], list[int]]:
+    """The fusion the pager itself uses with ``config``."""
+    if config.fusion == "rrf":
+        return rrf_ranker(config.lane_weights, config.rrf_k)
+    return score_ranker(config.lane_weights, config.semantic_floor)
 
 
 def collect(
@@ -109,9 +122,12 @@ def collect(
                     memory = p.get(uri)
                     ids[memory.label] = turn.dia_id
                     tokens[memory.label] = config.token_estimator(memory.text)
+                params = params_from_config(config, p.clock())
                 for q in conv.questions:
-                    lanes = p._lanes(q.text, depth)
-                    records.append(QuestionRecord(q.category, q.evidence, lanes, ids, tokens))
+                    lanes, completions = p._rank(q.text, depth)
+                    # the salience ranking over everything, to measure what the "all" mode would do
+                    lanes["salience_all"] = p.store.salience(p.actor, config.salience_types, params, depth)
+                    records.append(QuestionRecord(q.category, q.evidence, lanes, completions, ids, tokens))
                     bar.advance(1)
     return records
 

@@ -24,7 +24,8 @@ MIN_TRUNCATED_TOKENS = 32
 class Fused:
     label: int
     score: float
-    hits: Mapping[str, LaneHit]
+    hits: Mapping[str, LaneHit]  # the lanes whose top list held this memory
+    completed: Mapping[str, float] = field(default_factory=dict)  # raw scores looked up for the rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,45 @@ def fuse(
             hits.setdefault(label, {})[lane] = LaneHit(lane=lane, rank=rank, score=float(score))
     order = sorted(scores, key=lambda lab: (-scores[lab], lab))
     return [Fused(label=lab, score=scores[lab], hits=hits[lab]) for lab in order]
+
+
+def fuse_scores(
+    lanes: Mapping[str, Sequence[tuple[int, float]]],
+    completions: Mapping[str, Mapping[int, float]],
+    weights: Mapping[str, float],
+    semantic_floor: float,
+) -> list[Fused]:
+    """Weighted sum of per-lane normalised scores over the union of the lanes' candidates.
+
+    Each lane's scores are scaled by the best score that lane returned for this query (cosine
+    first shifted by ``semantic_floor``, below which similarity is noise). A candidate one lane
+    did not rank still gets that lane's score when it can be looked up (``completions``), so
+    the order does not depend on how deep each lane looked. Ties break by label.
+    """
+    hits: dict[int, dict[str, LaneHit]] = {}
+    raw: dict[str, dict[int, float]] = {}
+    for lane in sorted(lanes):
+        raw[lane] = dict(completions.get(lane, {}))
+        for rank, (label, score) in enumerate(lanes[lane], start=1):
+            if lane not in hits.setdefault(label, {}):
+                hits[label][lane] = LaneHit(lane=lane, rank=rank, score=float(score))
+                raw[lane][label] = float(score)
+    scale = {}
+    for lane, values in raw.items():
+        floor = semantic_floor if lane == "semantic" else 0.0
+        top = max((v for v in values.values()), default=0.0) - floor
+        scale[lane] = (floor, top if top > 0 else 0.0)
+    fused = []
+    for label, found in hits.items():
+        total = 0.0
+        for lane, values in raw.items():
+            floor, top = scale[lane]
+            if top and label in values:
+                total += weights.get(lane, 1.0) * max(0.0, values[label] - floor) / top
+        extra = {lane: values[label] for lane, values in raw.items() if lane not in found and label in values}
+        fused.append(Fused(label=label, score=total, hits=found, completed=extra))
+    fused.sort(key=lambda f: (-f.score, f.label))
+    return fused
 
 
 def display_text(memory: Memory) -> str:

@@ -104,6 +104,16 @@ class LexicalLane:
         result: list[tuple[int, float]] = index.search(query, k)
         return result
 
+    def search_scored(
+        self, query: str, k: int, also: Sequence[int]
+    ) -> tuple[list[tuple[int, float]], dict[int, float]]:
+        with self.lock:
+            if self.dirty:
+                self.rebuild("a write could not be applied")
+            index = self.index
+        top, extra = index.search_scored(query, k, also)
+        return list(top), dict(extra)
+
     def match(self, query: str) -> list[tuple[int, float]]:
         with self.lock:
             if self.dirty:

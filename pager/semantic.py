@@ -179,9 +179,23 @@ class SemanticLane:
             if self.index.needs_rebuild():
                 self.index.rebuild()
 
+    def embed_query(self, query: str) -> FloatMatrix:
+        return np.asarray(self.embedder.embed([query], role="query")[0], dtype=np.float32)
+
     def search(self, query: str, k: int) -> list[tuple[int, float]]:
-        vector = self.embedder.embed([query], role="query")
-        return self.search_vector(np.asarray(vector[0], dtype=np.float32), k)
+        return self.search_vector(self.embed_query(query), k)
+
+    def scores_for(self, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]:
+        """Cosine of ``vector`` with each indexed label's vector (labels without one are left out)."""
+        present = [label for label in labels if label in self.index]
+        if not present:
+            return {}
+        try:
+            scores = self.index.get_vectors(present) @ vector
+        except KeyError:  # removed between the check and the read: score what is still there
+            present = [label for label in present if label in self.index]
+            scores = self.index.get_vectors(present) @ vector if present else np.zeros(0)
+        return dict(zip(present, (float(x) for x in scores), strict=True))
 
     def search_vector(self, vector: FloatMatrix, k: int) -> list[tuple[int, float]]:
         result: list[tuple[int, float]] = self.index.search(vector, k)

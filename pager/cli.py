@@ -92,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("turn")
     p.add_argument("outcome", choices=["success", "failure"])
     sub.add_parser("demo", parents=[common], help="play a scripted agent session and show the page")
+    p = sub.add_parser("bench", parents=[common], help="offline benchmarks: `bench locomo --data locomo10.json`")
+    p.add_argument("suite", choices=["locomo"])
+    p.add_argument("--data", required=True, help="path to locomo10.json")
+    p.add_argument("--out", default=None, help="results directory (default benchmarks/results if present)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N conversations")
     p = sub.add_parser("serve", parents=[common], help="run the MCP server (stdio, or streamable HTTP on 127.0.0.1)")
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     p.add_argument("--port", type=int, default=8765)
@@ -149,6 +154,23 @@ def _audit(p: Any, args: argparse.Namespace, as_json: bool) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from embedders import EmbedderSettings, pick_embedder
+
+    from .bench_locomo import run
+
+    forced = getattr(args, "embedder", None) or "auto"
+    choice = pick_embedder(EmbedderSettings.from_env(None, actor="bench", force=forced))
+    print(f"mempager bench locomo: embedder {choice.embedder.name}", file=sys.stderr)
+    out = Path(args.out) if args.out else (Path("benchmarks/results") if Path("benchmarks/results").is_dir()
+                                           else Path("mempager-bench"))
+    result = run(Path(args.data), choice.embedder, PagerConfig.from_env(), out, limit=args.limit)
+    default = next(name for name in result["configurations"] if name.endswith("default)"))
+    r10 = result["configurations"][default]["at_k"][10]
+    print(f"fused R@10 {r10:.3f} over {result['questions']} questions; results in {out}/locomo.md")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     as_json = getattr(args, "json", False)
     if args.command == "demo":
@@ -156,6 +178,8 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_demo(store=getattr(args, "store", None), as_json=as_json,
                         embedder=getattr(args, "embedder", None))
+    if args.command == "bench":
+        return _bench(args)
     if args.command == "serve":
         from .mcp_server import serve
 

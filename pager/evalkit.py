@@ -80,12 +80,17 @@ def lane_ranker(lane: str) -> Callable[[QuestionRecord], list[int]]:
     return lambda r: [label for label, _ in r.lanes.get(lane, ())]
 
 
+def _only(lanes: Mapping[str, Any], weights: Mapping[str, float]) -> dict[str, Any]:
+    """The lanes a fusion weighs: a recorded extra lane must not join the candidate union."""
+    return {name: value for name, value in lanes.items() if name in weights}
+
+
 def rrf_ranker(weights: Mapping[str, float], rrf_k: int) -> Callable[[QuestionRecord], list[int]]:
-    return lambda r: [f.label for f in fuse(r.lanes, weights, rrf_k)]
+    return lambda r: [f.label for f in fuse(_only(r.lanes, weights), weights, rrf_k)]
 
 
 def score_ranker(weights: Mapping[str, float], floor: float) -> Callable[[QuestionRecord], list[int]]:
-    return lambda r: [f.label for f in fuse_scores(r.lanes, r.completions, weights, floor)]
+    return lambda r: [f.label for f in fuse_scores(_only(r.lanes, weights), r.completions, weights, floor)]
 
 
 def config_ranker(config: PagerConfig) -> Callable[[QuestionRecord], list[int]]:

@@ -44,7 +44,7 @@ def fuse(
     scores: dict[int, float] = {}
     hits: dict[int, dict[str, LaneHit]] = {}
     for lane in sorted(lanes):
-        weight = weights.get(lane, 1.0)
+        weight = weights.get(lane, 0.0)
         for rank, (label, score) in enumerate(lanes[lane], start=1):
             if lane in hits.get(label, {}):
                 continue  # a lane that reports a label twice counts it once, at its best rank
@@ -86,7 +86,7 @@ def fuse_scores(
         for lane, values in raw.items():
             floor, top = scale[lane]
             if top and label in values:
-                total += weights.get(lane, 1.0) * max(0.0, values[label] - floor) / top
+                total += weights.get(lane, 0.0) * max(0.0, values[label] - floor) / top
         extra = {lane: values[label] for lane, values in raw.items() if lane not in found and label in values}
         fused.append(Fused(label=label, score=total, hits=found, completed=extra))
     fused.sort(key=lambda f: (-f.score, f.label))

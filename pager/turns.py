@@ -7,8 +7,8 @@
         memory.after_turn(ctx.turn_id, user_message, reply, outcome="success")
 
 ``before_turn`` pages memory in for the user's message and records which procedures the page
-injected; ``after_turn`` writes the exchange back as an event and, given an outcome, records it
-and credits (success) or blames (failure) exactly those procedures. ``AsyncTurnMemory`` is the
+injected; ``after_turn`` writes the exchange back as one event and, given an outcome, credits
+(success) or blames (failure) exactly those procedures. ``AsyncTurnMemory`` is the
 same over asyncio: each call runs in a worker thread, so the event loop never blocks.
 """
 
@@ -42,7 +42,7 @@ class TurnContext:
 
 @dataclass(frozen=True, slots=True)
 class TurnRecord:
-    """What ``after_turn`` wrote: the event's uri, the outcome's uri, how many patterns it moved."""
+    """What ``after_turn`` wrote: the event, the outcome memory (with a summary), patterns moved."""
 
     turn_id: str
     event_uri: str
@@ -81,28 +81,36 @@ class TurnMemory:
         *,
         summary: str | None = None,
     ) -> TurnRecord:
-        """Write the exchange back as an event; with ``outcome``, record it as feedback too.
+        """Write the exchange back as one event; an ``outcome`` becomes feedback.
 
-        ``outcome`` is success, failure, partial or unknown; success and failure move the
-        confidence of the patterns ``before_turn`` injected for ``turn_id`` (once per turn).
-        ``summary`` names the outcome (default: the start of the user's message).
+        ``outcome`` is success, failure, partial or unknown. It is noted on the event, and
+        success or failure moves the confidence of exactly the patterns ``before_turn`` injected
+        for ``turn_id`` (once per turn). With ``summary`` (one line: what was attempted), the
+        outcome is also stored as an outcome memory linked to the event.
         """
         turn_id = check_text(turn_id, 1_000, "turn_id")
         if outcome is not None and outcome not in OUTCOMES:  # checked before anything is written
             raise InvalidInput(f"outcome must be one of {', '.join(OUTCOMES)} or None, got {outcome!r}")
+        if summary is not None:
+            if outcome is None:
+                raise InvalidInput("a summary describes an outcome; pass outcome= too")
+            summary = check_text(summary, self.pager.config.max_text_bytes, "summary")
         half = self.max_turn_tokens // 2
         text = (f"User: {_side(user_message, 'user_message', half)}\n"
-                f"Assistant: {_side(assistant_reply, 'assistant_reply', half)}")
+                f"Assistant: {_side(assistant_reply, 'assistant_reply', half)}"
+                + (f"\nOutcome: {outcome}" if outcome else ""))
+        # feedback before the event: it refuses a second, different verdict for a turn, and a
+        # refusal must leave nothing written; a retry after a failed write is a no-op here
+        updated = self.pager.feedback(turn_id, outcome) if outcome in ("success", "failure") else 0
         # an explicit time keeps two identical exchanges as two events instead of one deduplicated
         event_uri = self.pager.remember("event", text, source=Source.OBSERVED, tags=[TURN_TAG],
-                                        metadata={"turn": turn_id}, created_at=datetime.now(timezone.utc))
-        if outcome is None:
-            return TurnRecord(turn_id, event_uri)
-        # feedback first, to learn how many patterns moved; record_outcome's own feedback for
-        # the same turn and outcome is then a no-op (feedback is idempotent per turn)
-        updated = self.pager.feedback(turn_id, outcome) if outcome in ("success", "failure") else 0
-        about = summary if summary is not None else f"Turn {turn_id}: {_side(user_message, 'user_message', 40)}"
-        outcome_uri = self.pager.record_outcome(about, outcome, event_uri, turn=turn_id, source=Source.OBSERVED)
+                                        metadata={"turn": turn_id, "outcome": outcome},
+                                        created_at=datetime.now(timezone.utc))
+        outcome_uri = None
+        if summary is not None and outcome is not None:  # (outcome is set whenever summary is)
+            # turn=None: this turn's feedback was given above, exactly once
+            outcome_uri = self.pager.record_outcome(summary, outcome, event_uri, source=Source.OBSERVED,
+                                                    metadata={"turn_id": turn_id})
         return TurnRecord(turn_id, event_uri, outcome_uri, updated)
 
 

@@ -56,7 +56,7 @@ class PagerConfig:
     # see README "Recall at a budget"); "rrf" is weighted reciprocal-rank fusion with rrf_k.
     fusion: str = "score"
     lane_weights: Mapping[str, float] = field(
-        default_factory=lambda: _frozen({"semantic": 0.3, "lexical": 0.7, "salience": 0.2})
+        default_factory=lambda: _frozen({"semantic": 0.4, "lexical": 0.6, "salience": 0.2})
     )
     semantic_floor: float = 0.1
     rrf_k: int = 60

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -280,6 +279,14 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+async def _serve_http(server: MCPServer[Any], port: int) -> None:
+    import uvicorn
+
+    # log_config=None: uvicorn's own config would print access lines on stdout; ours go to stderr
+    config = uvicorn.Config(server.streamable_http_app(host=HOST), host=HOST, port=port, log_config=None)
+    await uvicorn.Server(config).serve()
+
+
 def serve(args: argparse.Namespace) -> int:
     """Run the server until the client hangs up (stdio) or the process is stopped (HTTP)."""
     from .cli import _open  # the same --store/--actor/--embedder defaults as every other command
@@ -296,7 +303,7 @@ def serve(args: argparse.Namespace) -> int:
                     where, pager.store.location, pager.actor, pager.semantic.model)
         with _sigterm_exits():
             if http:
-                anyio.run(functools.partial(server.run_streamable_http_async, host=HOST, port=port))
+                anyio.run(_serve_http, server, port)
             else:
                 anyio.run(server.run_stdio_async)
     finally:

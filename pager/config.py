@@ -44,6 +44,8 @@ class PagerConfig:
     # budgets (tokens, estimated by ``token_estimator``)
     pinned_budget_tokens: int = 2000
     retrieval_budget_tokens: int = 6000
+    patterns_budget_tokens: int = 1000
+    page_budget_tokens: int = 8000  # the whole page; retrieval gets what pinned and procedures leave
     retrieval_top_k: int = 8
     profile_limit: int = 12
     # writes
@@ -91,7 +93,6 @@ class PagerConfig:
     antipattern_failure_ratio: float = 2.0
     min_pattern_relevance: float = 0.1
     max_patterns_in_page: int = 3
-    patterns_budget_tokens: int = 1000
     menu_max_patterns: int = 10
     # encoding gate for memories written by an LLM or by consolidation
     memory_mode: str = "autopilot"
@@ -122,6 +123,7 @@ class PagerConfig:
             "antipattern_min_failures",
             "max_patterns_in_page",
             "patterns_budget_tokens",
+            "page_budget_tokens",
             "menu_max_patterns",
         ):
             value = getattr(self, name)

@@ -14,9 +14,10 @@ from typing import Any
 from .audit import AuditEntry, AuditReport
 from .config import PagerConfig
 from .errors import InvalidInput, MemoryNotFound, PagerError
+from .fence import line_prefix
 from .fusion import Cut, Fused, Packer, fuse, fuse_scores, is_current
 from .lexical_lane import LexicalLane
-from .page import Page, PageReport, SectionTotal, snippet_report
+from .page import FENCE_TOKENS, HEADER_TOKENS, Page, PageReport, SectionTotal, render_pattern, snippet_report
 from .patterns import Pattern
 from .pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
 from .procedural import ProceduralMixin
@@ -221,8 +222,11 @@ class Pager(ProceduralMixin, WriteBack):
         Candidates are hydrated in chunks, in fused order, only until the page section is full.
         """
         now = datetime.now(timezone.utc)
-        packer = Packer(k, budget, self.config.token_estimator)
+        estimate = self.config.token_estimator
+        packer = Packer(k, budget, estimate, overhead=lambda m: estimate(
+            line_prefix(m.type.value, m.created_at, m.source.value, m.uri, True)) + 1)
         cuts: list[Cut] = []
+        seen: dict[str, Memory] = {}
         done, chunk = 0, 2 * k + 16
         while done < len(fused) and not packer.full:
             part = fused[done : done + chunk]
@@ -237,7 +241,10 @@ class Pager(ProceduralMixin, WriteBack):
                 elif not is_current(memory, now):
                     why = f"superseded by {memory.superseded_by}" if memory.superseded_by else "expired"
                     cuts.append(Cut(memory.uri, "superseded", why, item.hits))
+                elif item.score <= 0 and self.config.fusion == "score":
+                    cuts.append(Cut(memory.uri, "below_threshold", "no lane scored it above its floor", item.hits))
                 else:
+                    seen[memory.uri] = memory
                     packer.offer(memory, item)
         rest = fused[done:]
         if rest:
@@ -245,7 +252,19 @@ class Pager(ProceduralMixin, WriteBack):
             uris = self.store.uris(self.actor, [f.label for f in rest])
             cuts.extend(Cut(uris[f.label], reason, "ranked below a full section", f.hits)
                         for f in rest if f.label in uris)
-        return packer.snippets, cuts + packer.cuts
+        return packer.snippets, cuts + [self._blame_decay(cut, seen.get(cut.uri), now) for cut in packer.cuts]
+
+    def _blame_decay(self, cut: Cut, memory: Memory | None, now: datetime) -> Cut:
+        """A memory only the salience lane found, cut while decay had shrunk it: say so."""
+        if memory is None or set(cut.lanes) != {"salience"}:
+            return cut
+        half = self.config.half_life_days.get(memory.type.value, self.config.default_half_life_days)
+        age = max(0.0, (now - memory.created_at).total_seconds() / 86400.0)
+        factor = 0.5 ** (age / half)
+        if factor >= 0.5:
+            return cut
+        detail = f"{cut.detail}; recency ×{factor:.2f} (age {age:.0f} d, half-life {half:.0f} d)"
+        return Cut(cut.uri, "decay", detail, cut.lanes)
 
     def recall(
         self,
@@ -259,22 +278,32 @@ class Pager(ProceduralMixin, WriteBack):
         source: Sequence[str] | None = None,
         tags: Sequence[str] | None = None,
     ) -> list[Memory]:
-        """Deliberate look-up: filters, newest first; every query word must appear."""
+        """Deliberate look-up. Without a query: newest first. With one: every match of the lexical
+        query syntax (words AND'ed; ``OR``, ``NOT``/``-word``, ``"exact phrase"``, ``prefix*``,
+        parentheses), best BM25 first. Filters apply to both; results are paginated."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise InvalidInput(f"offset must be an integer >= 0, got {offset!r}")
         kinds = [check_type(t) for t in types] if types else None
-        sources = [Source(s) for s in source] if source else None
-        lo = parse_time(since, "since") if since is not None else None
+        try:
+            sources = [Source(s) for s in source] if source else None
+        except ValueError:
+            raise InvalidInput(f"source must be among {[s.value for s in Source]}, got {source!r}") from None
+        lo = parse_since(since) if since is not None else None
         hi = parse_time(until, "until") if until is not None else None
         if not query:
             return self.store.query(self.actor, types=kinds, since=lo, until=hi, sources=sources,
                                     tags=tags, limit=limit, offset=offset)
-        wanted = _words(check_text(query, self.config.max_text_bytes, "query"))
-        rows = self.store.query(self.actor, types=kinds, since=lo, until=hi, sources=sources,
-                                tags=tags, limit=1_000_000)
-        hits = [m for m in rows if wanted <= _words(m.text)]
+        matches = self.lexical.match(check_text(query, self.config.max_text_bytes, "query"))
+        memories = self.store.get_many(self.actor, [label for label, _ in matches])
+        wanted_tags = set(tags or ())
+        hits = [
+            m for m in (memories.get(label) for label, _ in matches)
+            if m is not None and (kinds is None or m.type in kinds) and (sources is None or m.source in sources)
+            and (lo is None or m.created_at >= lo) and (hi is None or m.created_at < hi)
+            and wanted_tags <= set(m.tags)
+        ]
         return hits[offset: offset + limit]
 
     def page(self, goal: str | None, query: str, *, turn: str | None = None) -> Page:
@@ -282,17 +311,20 @@ class Pager(ProceduralMixin, WriteBack):
         pinned = self.pinned_block(goal)
         full, menu, avoid = self._procedures(goal)
         procedure_uris = frozenset(p.uri for p in (*full, *menu, *avoid))
+        estimate = self.config.token_estimator
+        pattern_tokens = sum(estimate(render_pattern(p)) + 1 for p in full) + sum(
+            estimate(p.menu_line()) + 1 for p in (*menu, *avoid)) + 3 * HEADER_TOKENS
+        # the page as a whole has a budget too: retrieval gets what pinned and procedures leave
+        room = self.config.page_budget_tokens - pinned.tokens - pattern_tokens - FENCE_TOKENS
+        retrieval_budget = max(1, min(self.config.retrieval_budget_tokens, room))
         snippets, cuts, sizes = self._retrieve(
-            query, None, self.config.retrieval_budget_tokens, exclude=frozenset(pinned.uris) | procedure_uris
+            query, None, retrieval_budget, exclude=frozenset(pinned.uris) | procedure_uris
         )
         if turn is not None:
             turn = check_text(turn, 1_000, "turn")
             self.store.record_injections(
                 self.actor, turn, [(p.uri, "pattern") for p in full] + [(p.uri, "anti_pattern") for p in avoid]
             )
-        estimate = self.config.token_estimator
-        pattern_tokens = sum(estimate(p.spec.render()) for p in full) + sum(
-            estimate(p.menu_line()) for p in (*menu, *avoid))
         report = PageReport(
             goal=goal,
             query=query,
@@ -300,10 +332,10 @@ class Pager(ProceduralMixin, WriteBack):
             cuts=tuple(cuts) + tuple(Cut(u, "budget", "pinned budget reached") for u in pinned.omitted),
             sections={
                 "pinned": SectionTotal(pinned.tokens, self.config.pinned_budget_tokens, len(pinned.uris)),
-                "patterns": SectionTotal(pattern_tokens, self.config.patterns_budget_tokens,
+                "patterns": SectionTotal(pattern_tokens if full or menu or avoid else 0,
+                                         self.config.patterns_budget_tokens,
                                          len(full) + len(menu) + len(avoid)),
-                "retrieved": SectionTotal(sum(s.tokens for s in snippets),
-                                          self.config.retrieval_budget_tokens, len(snippets)),
+                "retrieved": SectionTotal(sum(s.tokens for s in snippets), retrieval_budget, len(snippets)),
             },
             embedder=self.semantic.model,
             lane_sizes=sizes,

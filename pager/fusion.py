@@ -106,8 +106,12 @@ def is_current(memory: Memory, now: datetime) -> bool:
 class Packer:
     """Greedy packing in fused order; the first snippet that does not fit may be truncated."""
 
-    def __init__(self, k: int, budget: int, estimate: Callable[[str], int]) -> None:
+    def __init__(
+        self, k: int, budget: int, estimate: Callable[[str], int], overhead: Callable[[Memory], int] | None = None
+    ) -> None:
         self.k, self.budget, self.estimate = k, budget, estimate
+        # tokens a snippet costs beyond its text once rendered (its provenance prefix, newline)
+        self.overhead: Callable[[Memory], int] = overhead or (lambda memory: 0)
         self.snippets: list[Snippet] = []
         self.cuts: list[Cut] = []
         self.used = 0
@@ -119,18 +123,20 @@ class Packer:
 
     def offer(self, memory: Memory, fused: Fused) -> None:
         text = display_text(memory)
-        tokens = self.estimate(text)
+        extra = self.overhead(memory)
+        tokens = self.estimate(text) + extra
         if len(self.snippets) >= self.k:
             self.cuts.append(Cut(memory.uri, "top_k", f"already {self.k} snippets", fused.hits))
             return
         truncated = False
         if self.used + tokens > self.budget:
-            room = self.budget - self.used
+            room = self.budget - self.used - extra
             if room < MIN_TRUNCATED_TOKENS or self.snippets:
-                self.cuts.append(Cut(memory.uri, "budget", f"needs {tokens} tokens, {room} left", fused.hits))
+                self.cuts.append(Cut(memory.uri, "budget", f"needs {tokens} tokens, {room + extra} left",
+                                     fused.hits))
                 return
             text = truncate_tokens(text, room)
-            tokens, truncated = self.estimate(text), True
+            tokens, truncated = self.estimate(text) + extra, True
             if not text:
                 self.cuts.append(Cut(memory.uri, "budget", f"{room} tokens cannot hold it", fused.hits))
                 return

@@ -21,18 +21,23 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal, NoReturn, TypeVar
 
-import anyio
-import anyio.to_thread
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
-
 from .core import Pager
-from .errors import PagerError
+from .errors import ConfigError, PagerError
 from .page import Page
 from .patterns import Pattern, PatternSpec
 from .types import Memory, MemoryType
+
+try:
+    import anyio
+    import anyio.to_thread
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+    from mcp.types import CallToolResult, TextContent, ToolAnnotations
+    from pydantic import Field
+except ImportError as exc:  # a PagerError, so `mempager serve` prints one line instead of a traceback
+    raise ConfigError(
+        f"mempager serve needs the MCP Python SDK 2.x ({exc}); install it with: pip install 'mempager[mcp]'"
+    ) from exc
 
 log = logging.getLogger("mempager.mcp")
 T = TypeVar("T")
@@ -187,12 +192,13 @@ class MemoryTools:
     ) -> dict[str, Any]:
         """Save a reusable procedure, or count one more success for it. Call it after a multi-step
         approach worked and is likely to be needed again; after a few successes it appears in pages."""
-        spec = await _call("reinforce_pattern", lambda: PatternSpec(
-            name=name, trigger=trigger, steps=steps, preconditions=preconditions or (), gotchas=gotchas or (),
-            success_criteria=success_criteria or ()))
-        uri = await _call("reinforce_pattern", lambda: self.pager.reinforce_pattern(spec))
-        memory = await _call("reinforce_pattern", lambda: self.pager.get(uri))
-        return _pattern_dict(Pattern.from_memory(memory), self.pager.config.min_pattern_successes)
+        def reinforce() -> Pattern:
+            spec = PatternSpec(name=name, trigger=trigger, steps=steps, preconditions=preconditions or (),
+                               gotchas=gotchas or (), success_criteria=success_criteria or ())
+            return Pattern.from_memory(self.pager.get(self.pager.reinforce_pattern(spec)))
+
+        pattern = await _call("reinforce_pattern", reinforce)
+        return _pattern_dict(pattern, self.pager.config.min_pattern_successes)
 
     async def feedback(
         self,
@@ -300,7 +306,7 @@ def serve(args: argparse.Namespace) -> int:
         port = int(getattr(args, "port", 8765))
         where = f"http://{HOST}:{port}/mcp" if http else "stdio"
         log.info("mempager MCP server on %s: store %s, actor %s, embedder %s",
-                    where, pager.store.location, pager.actor, pager.semantic.model)
+                 where, pager.store.location, pager.actor, pager.semantic.model)
         with _sigterm_exits():
             if http:
                 anyio.run(_serve_http, server, port)

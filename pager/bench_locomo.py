@@ -37,7 +37,7 @@ def rankers(config: PagerConfig) -> dict[str, Ranker]:
         "fused rrf + salience(all) lane": evalkit.rrf_ranker(
             {"semantic": 1.0, "lexical": 1.0, "salience_all": 0.5}, 60),
     }
-    for sem in (0.2, 0.3, 0.5):
+    for sem in (0.3, 0.4, 0.6):
         weights = {**config.lane_weights, "semantic": sem, "lexical": 1.0 - sem}
         out[f"fused score semantic {sem} / lexical {1 - sem:.1f}"] = evalkit.score_ranker(
             weights, config.semantic_floor)

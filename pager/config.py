@@ -58,8 +58,11 @@ class PagerConfig:
     # see README "Recall at a budget"); "rrf" is weighted reciprocal-rank fusion with rrf_k.
     fusion: str = "score"
     lane_weights: Mapping[str, float] = field(
-        default_factory=lambda: _frozen({"semantic": 0.4, "lexical": 0.6, "salience": 0.2})
+        default_factory=lambda: _frozen({"semantic": 0.5, "lexical": 0.5, "salience": 0.2})
     )
+    # the best memories the semantic lane cannot see yet (not embedded) always get this many of
+    # the k places: a fresh write is recallable even when weak matches outscore it
+    salience_reserve: int = 2
     semantic_floor: float = 0.1
     rrf_k: int = 60
     # "unindexed": salience ranks only what the semantic lane cannot see yet (fresh writes, a
@@ -133,6 +136,9 @@ class PagerConfig:
             raise ConfigError(
                 f"min_pattern_successes must be an integer >= 0, got {self.min_pattern_successes!r}"
             )
+        if isinstance(self.salience_reserve, bool) or not isinstance(self.salience_reserve, int) \
+                or self.salience_reserve < 0:
+            raise ConfigError(f"salience_reserve must be an integer >= 0, got {self.salience_reserve!r}")
         if self.fusion not in ("score", "rrf"):
             raise ConfigError(f"fusion must be 'score' or 'rrf', got {self.fusion!r}")
         if not -1.0 <= self.semantic_floor < 1.0:

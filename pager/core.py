@@ -221,6 +221,7 @@ class Pager(ProceduralMixin, WriteBack):
 
         Candidates are hydrated in chunks, in fused order, only until the page section is full.
         """
+        fused = self._reserve_for_unembedded(fused, k)
         now = datetime.now(timezone.utc)
         estimate = self.config.token_estimator
         packer = Packer(k, budget, estimate, overhead=lambda m: estimate(
@@ -253,6 +254,15 @@ class Pager(ProceduralMixin, WriteBack):
             cuts.extend(Cut(uris[f.label], reason, "ranked below a full section", f.hits)
                         for f in rest if f.label in uris)
         return packer.snippets, cuts + [self._blame_decay(cut, seen.get(cut.uri), now) for cut in packer.cuts]
+
+    def _reserve_for_unembedded(self, fused: Sequence[Fused], k: int) -> list[Fused]:
+        """Move the best salience-only finds up to the last ``salience_reserve`` of the k places."""
+        reserve = min(self.config.salience_reserve, k)
+        head = list(fused[: k - reserve])
+        chosen = {f.label for f in head}
+        fresh = [f for f in fused[k - reserve:] if "salience" in f.hits][:reserve]
+        chosen |= {f.label for f in fresh}
+        return head + fresh + [f for f in fused[k - reserve:] if f.label not in chosen]
 
     def _blame_decay(self, cut: Cut, memory: Memory | None, now: datetime) -> Cut:
         """A memory only the salience lane found, cut while decay had shrunk it: say so."""

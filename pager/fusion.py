@@ -62,10 +62,11 @@ def fuse_scores(
 ) -> list[Fused]:
     """Weighted sum of per-lane normalised scores over the union of the lanes' candidates.
 
-    Each lane's scores are scaled by the best score that lane returned for this query (cosine
-    first shifted by ``semantic_floor``, below which similarity is noise). A candidate one lane
-    did not rank still gets that lane's score when it can be looked up (``completions``), so
-    the order does not depend on how deep each lane looked. Ties break by label.
+    Semantic similarity is absolute: ``(cosine - semantic_floor) / (1 - semantic_floor)``, so a
+    poor best match stays poor. Lexical (BM25) and salience scores have no fixed scale and are
+    divided by the best score the lane returned for this query. A candidate one lane did not
+    rank still gets that lane's score when it can be looked up (``completions``), so the order
+    does not depend on how deep each lane looked. Ties break by label.
     """
     hits: dict[int, dict[str, LaneHit]] = {}
     raw: dict[str, dict[int, float]] = {}
@@ -77,9 +78,11 @@ def fuse_scores(
                 raw[lane][label] = float(score)
     scale = {}
     for lane, values in raw.items():
-        floor = semantic_floor if lane == "semantic" else 0.0
-        top = max((v for v in values.values()), default=0.0) - floor
-        scale[lane] = (floor, top if top > 0 else 0.0)
+        if lane == "semantic":
+            scale[lane] = (semantic_floor, 1.0 - semantic_floor)
+        else:
+            top = max((v for v in values.values()), default=0.0)
+            scale[lane] = (0.0, top if top > 0 else 0.0)
     fused = []
     for label, found in hits.items():
         total = 0.0

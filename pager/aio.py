@@ -95,8 +95,14 @@ class AsyncPager:
     async def retrieve(self, query: str, k: int | None = None, *, budget: int | None = None) -> list[Snippet]:
         return await asyncio.to_thread(self.sync_pager.retrieve, query, k, budget=budget)
 
-    async def page(self, goal: str | None, query: str) -> Page:
-        return await asyncio.to_thread(self.sync_pager.page, goal, query)
+    async def page(self, goal: str | None, query: str, *, turn: str | None = None) -> Page:
+        return await asyncio.to_thread(self.sync_pager.page, goal, query, turn=turn)
+
+    async def feedback(self, turn: str, outcome: str) -> int:
+        return await asyncio.to_thread(self.sync_pager.feedback, turn, outcome)
+
+    async def update(self, uri: str, **changes: Any) -> Memory:
+        return await asyncio.to_thread(self.sync_pager.update, uri, **changes)
 
     async def procedural(self, goal: str) -> list[Pattern]:
         return await asyncio.to_thread(self.sync_pager.procedural, goal)

@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", nargs="?", choices=["list", "verify"], default="list")
     p.add_argument("--since", default=None, help="e.g. 7d, 12h, or an ISO time")
     p.add_argument("--limit", type=int, default=1000)
+    p = sub.add_parser("reembed", parents=[common], help="embed every memory with the active model (resumable)")
+    p.add_argument("--finalize", action="store_true", help="then drop other models' vectors")
     sub.add_parser("sweep", parents=[common], help="decay, promote/demote patterns, propose inversions")
     p = sub.add_parser("feedback", parents=[common], help="success/failure for the patterns a turn injected")
     p.add_argument("turn")
@@ -134,6 +136,26 @@ def _review(p: Any, args: argparse.Namespace, as_json: bool) -> None:
         print(f"{item.id}  [{item.kind} · {item.status}]  {text}")
     if not items:
         print("(review queue empty)")
+
+
+def _reembed(p: Any, args: argparse.Namespace, as_json: bool) -> int:
+    from .progress import Progress
+
+    total = p.store.pending_stats(p.actor, p.semantic.model).count
+    bar = Progress(max(total, 1), f"reembed {p.semantic.model}")
+    state = {"done": 0}
+
+    def show(done: int, _total: int) -> None:
+        bar.advance(done - state["done"])
+        state["done"] = done
+
+    p.reembed(progress=show)
+    dropped = p.finalize_migration() if args.finalize else {}
+    result = {"model": p.semantic.model, "embedded": total, "dropped": dropped}
+    _print_json(result) if as_json else print(
+        f"{total} memories embedded with {p.semantic.model}"
+        + (f"; dropped {dropped}" if args.finalize else "; old vectors kept (use --finalize to drop them)"))
+    return 0
 
 
 def _audit(p: Any, args: argparse.Namespace, as_json: bool) -> int:
@@ -221,6 +243,8 @@ def _run(args: argparse.Namespace) -> int:
             _review(p, args, as_json)
         elif cmd == "audit":
             return _audit(p, args, as_json)
+        elif cmd == "reembed":
+            return _reembed(p, args, as_json)
         elif cmd == "sweep":
             counts = p.sweep()
             _print_json(counts) if as_json else print(", ".join(f"{k} {v}" for k, v in counts.items()))

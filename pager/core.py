@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -411,6 +412,44 @@ class Pager(ProceduralMixin, WriteBack):
             self.compact()
         return len(removed)
 
+    def reembed(self, progress: Callable[[int, int], None] | None = None, timeout: float | None = None) -> bool:
+        """Wait while the workers give every memory a vector of the active model.
+
+        Switching embedders starts this by itself (memories without a vector of the active model
+        are pending); an interrupted run resumes where it stopped. ``progress(done, total)`` is
+        called as the queue drains. Old models' vectors stay until ``finalize_migration``.
+        """
+        total = self.store.pending_stats(self.actor, self.semantic.model).count
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.workers.notify()
+        while True:
+            left = self.store.pending_stats(self.actor, self.semantic.model).count
+            if progress is not None:
+                progress(total - left, total)
+            if left == 0:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
+
+    def finalize_migration(self) -> dict[str, int]:
+        """Drop other models' vectors (and their saved indexes) once the active model covers all."""
+        pending = self.store.pending_stats(self.actor, self.semantic.model).count
+        if pending:
+            raise InvalidInput(
+                f"migration to {self.semantic.model} is not complete: {pending} memories still pending; "
+                "run `mempager reembed` until it finishes, then finalize"
+            )
+        dropped = {}
+        for model in self.store.vector_models(self.actor):
+            if model != self.semantic.model:
+                dropped[model] = self.store.drop_vectors(self.actor, model)
+                if self.semantic.directory is not None:
+                    stale = self.semantic.directory.parent / slug(model)
+                    if stale.exists():
+                        shutil.rmtree(stale)
+        return dropped
+
     def compact(self) -> None:
         """Erase deleted memories' bytes: rebuild and re-save the indexes, rewrite the store file."""
         self.semantic.purge()
@@ -424,6 +463,29 @@ class Pager(ProceduralMixin, WriteBack):
 
     def verify_audit(self) -> AuditReport:
         return self.store.verify_audit()
+
+    def update(self, uri: str, **changes: Any) -> Memory:
+        """Correct a memory in place: text, tags, importance, confidence, metadata, valid_until.
+
+        A new text is re-embedded in the background (its old vector stops answering at once)
+        and re-indexed lexically in this call.
+        """
+        allowed = {"text", "tags", "importance", "confidence", "metadata", "valid_until"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise InvalidInput(f"cannot update {sorted(unknown)}; updatable: {sorted(allowed)}")
+        current = self.get(uri)
+        probe = self._new(current.type, changes.get("text", current.text),
+                          **{k: v for k, v in changes.items() if k in ("tags", "importance", "confidence",
+                                                                       "metadata")})
+        clean = {k: getattr(probe, k) for k in changes if k in ("text", "tags", "importance", "confidence",
+                                                                "metadata")}
+        if "valid_until" in changes:
+            clean["valid_until"] = None if changes["valid_until"] is None else parse_time(
+                changes["valid_until"], "valid_until")
+        updated = self.store.update(self.actor, current.id, op="update", **clean)
+        self.workers.notify()
+        return updated
 
     def get(self, uri: str) -> Memory:
         actor, _, memory_id = parse_uri(uri)

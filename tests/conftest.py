@@ -37,3 +37,14 @@ def hash_pager(store_path: Path) -> Iterator[object]:
         yield p
     finally:
         p.close()
+
+
+@pytest.fixture(scope="session")
+def turn_texts() -> list[str]:
+    """Real text for tests that need meaning: LoCoMo turns when the data is present, else a fallback."""
+    if LOCOMO.exists():
+        from pager import locomo
+
+        return [t.text for conv in locomo.load(LOCOMO) for t in conv.turns]
+    topics = ["deploy", "billing", "garden", "holiday", "painting", "running", "music", "cooking"]
+    return [f"Turn {i}: we talked about {topics[i % 8]} and {topics[(i * 3) % 8]} today" for i in range(6000)]

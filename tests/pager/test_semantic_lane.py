@@ -124,8 +124,8 @@ def test_damaged_index_is_detected_and_rebuilt(store_path: Path, damage: str) ->
         for f in index_dir(other, "neo", model).iterdir():
             (folder / f.name).write_bytes(f.read_bytes())
     # open in a child first: a damaged file must never crash the process
-    code = ("import pager; p = pager.open(%r, actor='neo', config=pager.PagerConfig(embedder='hash')); "
-            "print(p.semantic.opened_how); p.close()") % str(store_path)
+    code = (f"import pager; p = pager.open({str(store_path)!r}, actor='neo', "
+            "config=pager.PagerConfig(embedder='hash')); print(p.semantic.opened_how); p.close()")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert child.returncode == 0, child.stderr[-2000:]
     assert child.stdout.startswith("rebuilt"), child.stdout

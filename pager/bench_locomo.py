@@ -30,7 +30,7 @@ def rankers(config: PagerConfig) -> dict[str, Ranker]:
     out: dict[str, Ranker] = {
         "semantic": evalkit.lane_ranker("semantic"),
         "lexical": evalkit.lane_ranker("lexical"),
-        "salience (unindexed only, the default)": evalkit.lane_ranker("salience"),
+        "salience (unindexed only: default mode)": evalkit.lane_ranker("salience"),
         "salience (all memories)": evalkit.lane_ranker("salience_all"),
         f"fused ({config.fusion}, default)": evalkit.config_ranker(config),
         "fused rrf k=60 (semantic 1, lexical 1)": evalkit.rrf_ranker({"semantic": 1.0, "lexical": 1.0}, 60),
@@ -55,6 +55,7 @@ def run(
     conversations = locomo.load(data)[:limit]
     records = evalkit.collect(conversations, embedder, replace(config, embedder="auto"), depth=300)
     result = evalkit.report(records, rankers(config))
+    result["decay"] = decay_check(records, config)
     result.update(embedder=embedder.name, fusion=config.fusion, lane_weights=dict(config.lane_weights),
                   semantic_floor=config.semantic_floor, conversations=len(conversations),
                   date=datetime.now(timezone.utc).isoformat(timespec="seconds"), **dict(extra or {}))
@@ -63,6 +64,21 @@ def run(
     (out_dir / "locomo.md").write_text(markdown(result))
     plot(result, out_dir / "locomo.png")
     return result
+
+
+def decay_check(records: Sequence[evalkit.QuestionRecord], config: PagerConfig) -> dict[str, int]:
+    """How many relevant memories decay alone keeps out of the top 10 (per fusion)."""
+    default = evalkit.config_ranker(config)
+    all_decay = evalkit.rrf_ranker({"semantic": 1.0, "lexical": 1.0, "salience_all": 0.5}, 60)
+    all_flat = evalkit.rrf_ranker({"semantic": 1.0, "lexical": 1.0, "salience_all_nodecay": 0.5}, 60)
+    lane_decay, lane_flat = evalkit.lane_ranker("salience_all"), evalkit.lane_ranker("salience_all_nodecay")
+    return {
+        "default fusion (salience sees only unembedded memories)": evalkit.excluded_by_decay(
+            records, default, default, 10),
+        "rrf with a salience lane over all memories": evalkit.excluded_by_decay(records, all_decay, all_flat, 10),
+        "salience lane alone over all memories": evalkit.excluded_by_decay(records, lane_decay, lane_flat, 10),
+        "evidence memories in total": sum(len(r.evidence) for r in records),
+    }
 
 
 def _row(name: str, values: Mapping[Any, float], keys: Sequence[Any]) -> str:
@@ -86,7 +102,13 @@ def markdown(result: Mapping[str, Any]) -> str:
               "| configuration | " + " | ".join(f"{b} tok" for b in evalkit.BUDGETS) + " |",
               "|---|" + "---|" * len(evalkit.BUDGETS)]
     lines += [_row(name, _int_keys(c["at_budget"]), evalkit.BUDGETS) for name, c in configs.items()]
-    default = next(name for name in configs if name.endswith("default)"))
+    default = next(name for name in configs if name.startswith("fused") and name.endswith("default)"))
+    lines += ["", "## Decay", "", "Relevant (evidence) memories that decay alone keeps out of the top 10 — the same "
+              "ranking with the recency term switched off would have included them:", "",
+              "| fusion | evidence lost to decay |", "|---|---|"]
+    lines += [f"| {name} | {n} |" for name, n in result["decay"].items()]
+    lines += ["", "The default never lets decay exclude anything: once a memory is embedded the salience lane "
+              "no longer ranks it, and before that decay only orders the reserved places.", ""]
     lines += ["", f"## Per category: {default} vs the lanes (R@10)", "",
               "| category | " + " | ".join(["fused", "semantic", "lexical"]) + " |", "|---|---|---|---|"]
     for cat in configs[default]["by_category"]:

@@ -187,7 +187,7 @@ def _bench(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else (Path("benchmarks/results") if Path("benchmarks/results").is_dir()
                                            else Path("mempager-bench"))
     result = run(Path(args.data), choice.embedder, PagerConfig.from_env(), out, limit=args.limit)
-    default = next(name for name in result["configurations"] if name.endswith("default)"))
+    default = next(n for n in result["configurations"] if n.startswith("fused") and n.endswith("default)"))
     r10 = result["configurations"][default]["at_k"][10]
     print(f"fused R@10 {r10:.3f} over {result['questions']} questions; results in {out}/locomo.md")
     return 0

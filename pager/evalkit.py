@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -128,10 +128,12 @@ def collect(
                     ids[memory.label] = turn.dia_id
                     tokens[memory.label] = config.token_estimator(memory.text)
                 params = params_from_config(config, p.clock())
+                flat = replace(params, w_recency=0.0)  # the same ranking with decay switched off
                 for q in conv.questions:
                     lanes, completions = p._rank(q.text, depth)
                     # the salience ranking over everything, to measure what the "all" mode would do
                     lanes["salience_all"] = p.store.salience(p.actor, config.salience_types, params, depth)
+                    lanes["salience_all_nodecay"] = p.store.salience(p.actor, config.salience_types, flat, depth)
                     records.append(QuestionRecord(q.category, q.evidence, lanes, completions, ids, tokens))
                     bar.advance(1)
     return records
@@ -151,3 +153,16 @@ def report(
         }
         out["configurations"][name] = {**overall.__dict__, "by_category": per_cat}
     return out
+
+
+def excluded_by_decay(
+    records: Sequence[QuestionRecord], with_decay: Callable[[QuestionRecord], Sequence[int]],
+    without_decay: Callable[[QuestionRecord], Sequence[int]], k: int,
+) -> int:
+    """Evidence memories in the top k without decay that decay alone pushes out of it."""
+    lost = 0
+    for r in records:
+        kept = {r.ids[x] for x in with_decay(r)[:k]} & r.evidence
+        would = {r.ids[x] for x in without_decay(r)[:k]} & r.evidence
+        lost += len(would - kept)
+    return lost

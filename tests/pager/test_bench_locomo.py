@@ -36,7 +36,7 @@ def test_bench_cli_writes_results(tmp_path: Path) -> None:
     assert "locomo [" in proc.stderr  # progress shown
     result = json.loads((tmp_path / "locomo.json").read_text())
     configs = result["configurations"]
-    default = next(n for n in configs if n.endswith("default)"))
+    default = next(n for n in configs if n.startswith("fused") and n.endswith("default)"))
     fused, lexical = configs[default], configs["lexical"]
     assert 0.0 < fused["at_k"]["10"] <= 1.0
     assert fused["at_k"]["10"] >= lexical["at_k"]["10"] - 0.05

@@ -128,22 +128,16 @@ class Pager(ProceduralMixin, WriteBack):
         now = datetime.now(timezone.utc)
         if goal is not None:
             goal = check_text(goal, self.config.max_text_bytes, "goal")
-        stored = [m for m in self.store.query(self.actor, types=[MemoryType.GOAL], limit=5)
-                  if is_current(m, now)]
+        stored = [m for m in self.store.of_types(self.actor, [MemoryType.GOAL], limit=5) if is_current(m, now)]
         if goal is None and stored:
             goal = stored[0].text
         # the stored goal that is being pinned must not come back as a retrieved snippet
         goal_uris = [m.uri for m in stored if goal is not None and normalize(m.text) == normalize(goal)]
-        identities = [m for m in self.store.query(self.actor, types=[MemoryType.IDENTITY], limit=5)
-                      if is_current(m, now)]
-        rules = [m for m in self.store.query(self.actor, types=[MemoryType.RULE], limit=10_000,
-                                             order="oldest") if is_current(m, now)]
-        constraints = hard_constraints(
-            self.store.query(self.actor, types=[MemoryType.CONSTRAINT], limit=10_000, order="oldest"), now
-        )
-        profile_pool = self.store.query(
-            self.actor, types=[MemoryType.PROFILE], limit=self.config.profile_limit * 4
-        )
+        of_types = self.store.of_types
+        identities = [m for m in of_types(self.actor, [MemoryType.IDENTITY], limit=5) if is_current(m, now)]
+        rules = [m for m in of_types(self.actor, [MemoryType.RULE], "oldest", 10_000) if is_current(m, now)]
+        constraints = hard_constraints(of_types(self.actor, [MemoryType.CONSTRAINT], "oldest", 10_000), now)
+        profile_pool = of_types(self.actor, [MemoryType.PROFILE], limit=self.config.profile_limit * 4)
         block = build_pinned(
             identity=identities[0] if identities else None,
             rules=rules,

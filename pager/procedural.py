@@ -57,7 +57,7 @@ class ProceduralMixin:
         """Every pattern of this actor with its decayed confidence as of now."""
         now = self.clock()
         out = []
-        for memory in self.store.query(self.actor, types=[MemoryType.PATTERN], limit=1_000_000, order="oldest"):
+        for memory in self.store.of_types(self.actor, [MemoryType.PATTERN], "oldest"):
             pattern = Pattern.from_memory(memory)
             pattern = replace(pattern, decayed_confidence=lifecycle.decayed_confidence(pattern, now, self.config))
             if include_inactive or pattern.status == "active":
@@ -69,11 +69,21 @@ class ProceduralMixin:
         if not candidates:
             return []
         texts = [f"{p.spec.name}. {p.spec.trigger}".strip() for p in candidates]
-        vectors = self._embedder().embed([goal, *texts], role="query")
-        cos = np.clip(vectors[1:] @ vectors[0], 0.0, 1.0)
+        goal_vector = self._embedder().embed([goal], role="query")[0]
+        cos = np.clip(self._trigger_vectors(texts) @ goal_vector, 0.0, 1.0)
         goal_words = words(goal)
         lexical = [len(goal_words & words(t)) / max(1, len(words(t))) for t in texts]
         return [0.5 * float(c) + 0.5 * lx for c, lx in zip(cos, lexical, strict=True)]
+
+    def _trigger_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Trigger embeddings, computed once per text and model (a page must not re-embed them)."""
+        embedder = self._embedder()
+        cache: dict[tuple[str, str], np.ndarray] = self.__dict__.setdefault("_trigger_cache", {})
+        missing = [t for t in dict.fromkeys(texts) if (embedder.name, t) not in cache]
+        if missing:
+            for text, vector in zip(missing, embedder.embed(missing, role="document"), strict=True):
+                cache[(embedder.name, text)] = vector
+        return np.stack([cache[(embedder.name, t)] for t in texts])
 
     def procedural(
         self, goal: str, *, rank: str = "confidence", seed: int | None = None, include_menu: bool = False

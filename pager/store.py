@@ -412,6 +412,14 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             if listener in listeners:
                 listeners.remove(listener)
 
+    def of_types(
+        self, actor: str, types: Sequence[MemoryType], order: str = "newest", limit: int = 1_000_000
+    ) -> list[Memory]:
+        """The actor's memories of ``types``, newest (or oldest) first, from the in-process mirror."""
+        if order not in ("newest", "oldest"):
+            raise InvalidInput(f"order must be 'newest' or 'oldest', got {order!r}")
+        return self.table(actor).of_types(types, order == "newest", limit)
+
     def live_labels(self, actor: str) -> LabelArray:
         return self.table(actor).live_labels()
 

@@ -230,6 +230,16 @@ class ActorTable:
         order = idx[np.lexsort((-labels[idx], -score[idx]))]  # ties: newer label first, as in SQL
         return [(int(labels[i]), float(score[i])) for i in order]
 
+    def of_types(self, types: Sequence[MemoryType], newest_first: bool, limit: int) -> list[Memory]:
+        """Memories of these types by creation time (ties by label), without touching SQL."""
+        with self.lock:
+            n = self.size
+            codes = [TYPE_CODE[t] for t in types]
+            rows = np.flatnonzero(self.num["alive"][:n] & np.isin(self.num["type"][:n], codes))
+            created, labels = self.num["created"][rows], self.labels[rows]
+            order = np.lexsort((-labels, -created)) if newest_first else np.lexsort((labels, created))
+            return [self._memory(int(row)) for row in rows[order[:limit]]]
+
     def content_hashes(self) -> dict[int, str]:
         with self.lock:
             hashes = self.obj["content_hash"]

@@ -38,6 +38,7 @@ from .errors import (
 from .page import Page, PageReport
 from .patterns import Pattern, PatternSpec
 from .tokens import estimate_tokens, truncate_tokens
+from .turns import AsyncTurnMemory, TurnContext, TurnMemory, TurnRecord
 from .types import LaneHit, Memory, MemoryType, Scope, Snippet, Source
 
 __version__ = "0.1.0"
@@ -48,5 +49,5 @@ __all__ = [
     "LaneHit", "Memory", "MemoryNotFound", "MemoryType", "NonFiniteVector", "Page", "PageReport",
     "Pager", "PagerConfig", "PagerError", "Pattern", "PatternSpec", "SchemaTooNew", "Scope",
     "Snippet", "Source", "StoreError", "StoreFull", "StoreLocked", "TextTooLong", "UnknownType",
-    "estimate_tokens", "open", "truncate_tokens",
+    "estimate_tokens", "open", "truncate_tokens", "TurnMemory", "AsyncTurnMemory", "TurnContext", "TurnRecord",
 ]

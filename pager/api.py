@@ -5,11 +5,11 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .audit import AuditEntry
 from .config import PagerConfig
 from .core import Pager
-from .errors import ConfigError
 from .protocols import Embedder
 from .store import open_store
 
@@ -38,10 +38,14 @@ def open(  # noqa: A001 - the public name the design asks for
 
     ``embedder`` overrides the selection chain (gateway → provider → local model → hash).
     """
-    if isinstance(path, str) and path.startswith(("postgres://", "postgresql://")):
-        raise ConfigError("PostgreSQL stores are not available in this build; use a .duckdb path")
     cfg = config or PagerConfig.from_env(environ)
-    store = open_store(path)
+    store: Any
+    if isinstance(path, str) and path.startswith(("postgres://", "postgresql://")):
+        from .pgstore import open_pg_store  # the server store; needs the `postgres` extra
+
+        store = open_pg_store(path)
+    else:
+        store = open_store(path)
     try:
         if embedder is None:
             embedder, report = _choose_embedder(cfg, actor, environ)

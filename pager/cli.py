@@ -112,7 +112,8 @@ def _open(args: argparse.Namespace) -> Any:
     store = getattr(args, "store", None) or os.environ.get("MEMPAGER_STORE") or DEFAULT_STORE
     actor = getattr(args, "actor", None) or os.environ.get("MEMPAGER_ACTOR") or "default"
     overrides: dict[str, Any] = {"embedder": args.embedder} if getattr(args, "embedder", None) else {}
-    return pager.open(Path(store), actor=actor, config=PagerConfig.from_env(**overrides))
+    target = store if store.startswith(("postgres://", "postgresql://")) else Path(store)
+    return pager.open(target, actor=actor, config=PagerConfig.from_env(**overrides))
 
 
 def _memory_line(m: Any) -> str:

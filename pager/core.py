@@ -22,7 +22,7 @@ from .page import FENCE_TOKENS, HEADER_TOKENS, Page, PageReport, SectionTotal, r
 from .patterns import Pattern
 from .pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
 from .procedural import ProceduralMixin
-from .protocols import Embedder
+from .protocols import Embedder, LexicalLaneLike, SemanticLaneLike
 from .salience import params_from_config
 from .semantic import SemanticLane, slug
 from .store import DuckDBStore
@@ -61,11 +61,17 @@ class Pager(ProceduralMixin, WriteBack):
         self.embedder_report = list(embedder_report)
         self._owns_store = owns_store
         self.clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)  # tests freeze it
-        index_dir = Path(store.location + ".index")
-        self.semantic = SemanticLane(store, self.actor, embedder, index_dir, store_id=store.store_id)
+        self.semantic: SemanticLaneLike
+        self.lexical: LexicalLaneLike
+        native = getattr(store, "native_lanes", None)
+        if native is not None:  # a server store that answers both lanes itself (many processes)
+            self.semantic, self.lexical = native(self.actor, embedder)
+        else:  # the embedded store: per-process caches derived from the store, saved beside it
+            index_dir = Path(store.location + ".index")
+            self.semantic = SemanticLane(store, self.actor, embedder, index_dir, store_id=store.store_id)
+            self.lexical = LexicalLane(store, self.actor, index_dir / slug(self.actor) / "lexical",
+                                       store_id=store.store_id)
         self.semantic.open()
-        self.lexical = LexicalLane(store, self.actor, index_dir / slug(self.actor) / "lexical",
-                                   store_id=store.store_id)
         self.lexical.open()
         store.add_change_listener(self.actor, self._on_change)
         self.workers = EmbedWorkers(
@@ -438,10 +444,9 @@ class Pager(ProceduralMixin, WriteBack):
         for model in self.store.vector_models(self.actor):
             if model != self.semantic.model:
                 dropped[model] = self.store.drop_vectors(self.actor, model)
-                if self.semantic.directory is not None:
-                    stale = self.semantic.directory.parent / slug(model)
-                    if stale.exists():
-                        shutil.rmtree(stale)
+                folder = getattr(self.semantic, "directory", None)  # only the embedded lane saves files
+                if folder is not None and (folder.parent / slug(model)).exists():
+                    shutil.rmtree(folder.parent / slug(model))
         return dropped
 
     def compact(self) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import EmbedderError, PagerError
 from .patterns import text_for_index
-from .semantic import SemanticLane
+from .protocols import SemanticLaneLike
 
 log = logging.getLogger("mempager.worker")
 
@@ -24,7 +24,7 @@ log = logging.getLogger("mempager.worker")
 class EmbedWorkers:
     def __init__(
         self,
-        lane: SemanticLane,
+        lane: SemanticLaneLike,
         *,
         workers: int = 1,
         batch_size: int = 64,

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pager.errors import ConfigError, DimensionMismatch, IndexStale, InvalidInput, NonFiniteVector
-from pager.types import FloatMatrix, LabelArray
+from pager.types import FloatMatrix, LabelArray, as_labels, as_vectors
 
 from . import manifest as persist
 from .manifest import BoolArray, Manifest
@@ -240,8 +240,8 @@ class HnswIndex:
                     self._insert(state, labels_arr[part], unit[part], old[part])
 
     def _prepare(self, labels: LabelArray, vectors: FloatMatrix) -> tuple[LabelArray, FloatMatrix]:
-        labels_arr = np.asarray(labels, dtype=np.int64).reshape(-1)
-        matrix = np.asarray(vectors, dtype=np.float32)
+        labels_arr = as_labels(labels)
+        matrix = as_vectors(vectors)
         if matrix.ndim != 2 or matrix.shape[1] != self._dim:
             raise DimensionMismatch(f"hnsw index holds {self._dim}-d vectors, got shape {matrix.shape}; "
                                     "vectors of another model belong in that model's index")
@@ -342,7 +342,7 @@ class HnswIndex:
             return [(int(labels[i]), float(scores[i])) for i in _top(scores, labels, k)]
 
     def _query(self, vector: FloatMatrix) -> FloatMatrix:
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        query = as_vectors(vector, "the query vector").reshape(-1)
         if query.shape[0] != self._dim:
             raise DimensionMismatch(f"query has {query.shape[0]} dims, index has {self._dim}")
         if not np.isfinite(query).all():

@@ -23,6 +23,7 @@ from .procedural import ProceduralMixin
 from .protocols import Embedder, LexicalLaneLike, SemanticLaneLike
 from .semantic import SemanticLane, slug
 from .store import DuckDBStore
+from .store_base import translate
 from .types import Memory, MemoryType, PutResult
 from .validate import check_actor, check_text, normalize
 from .worker import EmbedWorkers
@@ -96,19 +97,28 @@ class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
         self._closed = True
         self.workers.stop()
         self.store.remove_change_listener(self.actor, self._on_change)
-        self.semantic.save()
-        self.lexical.save()
         if self._audit_listener is not None:
             self.store.remove_audit_listener(self._audit_listener)
-        if self._owns_store:
-            self.store.close()
+        failed: OSError | None = None
+        try:  # the indexes are caches: a failed save is rebuilt or caught up on the next open
+            self.semantic.save()
+            self.lexical.save()
+        except OSError as exc:
+            failed = exc
+            log.error("could not save the index caches of %s (they will be rebuilt on open): %s", self.actor, exc)
+        finally:
+            if self._owns_store:
+                self.store.close()
+        if failed is not None:
+            raise translate(failed, self.store.location) from failed
 
     def sync(self, timeout: float | None = None) -> bool:
         """Wait until every memory has a vector of the active model. False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self.workers.notify()
         while True:
-            if self.store.pending_stats(self.actor, self.semantic.model).count == 0:
+            # "done" means indexed, not just stored: the last batch is claimed until it is in the lane
+            if self.store.pending_stats(self.actor, self.semantic.model).count == 0 and not self.workers.busy:
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False

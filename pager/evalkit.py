@@ -106,8 +106,12 @@ def collect(
     config: PagerConfig,
     depth: int = 300,
     workdir: Path | None = None,
+    store: str | None = None,
 ) -> list[QuestionRecord]:
-    """Build one store per conversation, then record every lane's ranking for every question."""
+    """Build one store per conversation, then record every lane's ranking for every question.
+
+    ``store`` (a ``postgresql://`` URL) puts every conversation in that one store, one actor each.
+    """
     import pager
 
     records: list[QuestionRecord] = []
@@ -116,7 +120,8 @@ def collect(
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         for conv in conversations:
             actor = "".join(ch if ch.isalnum() else "-" for ch in conv.sample_id) or "conv"
-            with pager.open(Path(tmp) / f"{actor}.duckdb", actor=actor, config=config, embedder=embedder) as p:
+            where = store if store is not None else Path(tmp) / f"{actor}.duckdb"
+            with pager.open(where, actor=actor, config=config, embedder=embedder) as p:
                 uris = p.remember_many([
                     {"type": "event", "text": t.memory_text(), "created_at": t.created_at} for t in conv.turns
                 ])

@@ -17,6 +17,8 @@ from .semantic import slug
 from .types import Memory, NewMemory
 from .validate import parse_since, parse_time, parse_uri
 
+FORGET_FILTERS = frozenset({"query", "types", "since", "until", "source", "tags"})
+
 
 class MaintenanceMixin(RetrievalMixin):
     store: Store
@@ -49,15 +51,15 @@ class MaintenanceMixin(RetrievalMixin):
         if (uri is None) == (actor is None and where is None):
             raise InvalidInput("forget takes a uri, or actor= and/or where= (not both, not neither)")
         if uri is not None:
-            owner, _, memory_id = parse_uri(uri)
-            if owner != self.actor or self.store.get(self.actor, memory_id) is None:
-                # never confirm or deny another actor's memory
-                raise MemoryNotFound(f"no memory {uri} for actor {self.actor!r}; it may be forgotten already")
-            ids = [memory_id]
+            ids = [self.get(uri).id]  # MemoryNotFound for another actor's uri: never confirm or deny it
         else:
             if actor is not None and actor != self.actor:
                 raise MemoryNotFound(f"this pager serves actor {self.actor!r}; open one for {actor!r} to forget there")
-            ids = [m.id for m in self.recall(limit=1_000_000_000, **dict(where or {}))]
+            filters = dict(where or {})
+            unknown = set(filters) - FORGET_FILTERS
+            if unknown:
+                raise InvalidInput(f"forget where= takes {sorted(FORGET_FILTERS)}, not {sorted(unknown)}")
+            ids = [m.id for m in self.recall(limit=1_000_000_000, **filters)]
         with self.semantic.lock:
             removed = self.store.delete_many(self.actor, ids)
             self.semantic.remove([m.label for m in removed])
@@ -140,8 +142,8 @@ class MaintenanceMixin(RetrievalMixin):
         return updated
 
     def get(self, uri: str) -> Memory:
-        actor, _, memory_id = parse_uri(uri)
+        actor, mtype, memory_id = parse_uri(uri)
         memory = self.store.get(self.actor, memory_id) if actor == self.actor else None
-        if memory is None:
+        if memory is None or memory.type is not mtype:  # the whole uri must match, not just the id
             raise MemoryNotFound(f"no memory {uri} for actor {self.actor!r}")
         return memory

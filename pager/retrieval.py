@@ -45,6 +45,11 @@ class RetrievalMixin:
         lanes: dict[str, list[tuple[int, float]]] = {}
         completions: dict[str, dict[int, float]] = {}
         vector = None
+        unindexed = self.config.salience_mode == "unindexed"
+        # Snapshot what the semantic lane cannot see before *and* after searching it: a memory the
+        # worker indexes meanwhile is in the first, one a re-wording pulls out is in the second,
+        # so no memory falls between the two lanes for this query.
+        before = set(self.semantic.unembedded_labels()) if unindexed else set()
         try:
             vector = self.semantic.embed_query(query)
             lanes["semantic"] = self.semantic.search_vector(vector, depth)
@@ -53,7 +58,7 @@ class RetrievalMixin:
         semantic_labels = [label for label, _ in lanes.get("semantic", ())]
         lanes["lexical"], completions["lexical"] = self.lexical.search_scored(query, depth, semantic_labels)
         params = params_from_config(self.config, self.clock())
-        only = self.semantic.unembedded_labels() if self.config.salience_mode == "unindexed" else None
+        only = sorted(before.union(self.semantic.unembedded_labels())) if unindexed else None
         lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth, only)
         if vector is not None:
             seen = set(semantic_labels)

@@ -9,6 +9,7 @@ through one lock so a forget cannot be undone by an embedding worker racing it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import shutil
@@ -27,7 +28,9 @@ log = logging.getLogger("mempager.semantic")
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:100] or "_"
+    """A file-name-safe, injective name: readable prefix plus a hash of the exact text."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:60] or "_"
+    return f"{readable}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"
 
 
 class SemanticLane:

@@ -76,8 +76,9 @@ def translate(exc: Exception, location: str) -> StoreError:
             f"{location} is open for writing in another process ({text.split('held in')[-1].strip()}); "
             "close that process (or its Pager) first, or give this one its own store file"
         )
-    no_space = isinstance(exc, OSError) and exc.errno == errno.ENOSPC
-    if no_space or "No space left on device" in text or "ENOSPC" in text:
+    no_space = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+    markers = ("No space left on device", "ENOSPC", "File too large", "Disk quota exceeded")
+    if no_space or any(m in text for m in markers):
         return StoreFull(
             f"the disk under {location} is full; free space and retry the write. "
             "Every write acknowledged before this one is kept"

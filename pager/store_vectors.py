@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DimensionMismatch, NonFiniteVector
+from .errors import DimensionMismatch, InvalidInput, NonFiniteVector
 from .protocols import PendingItem, PendingStats
 from .store_base import aware, naive_utc
-from .types import FloatMatrix, LabelArray
+from .types import FloatMatrix, LabelArray, as_labels
 
 _PENDING = (
     "FROM memories m LEFT JOIN vectors v ON v.label = m.label AND v.model = ? "
@@ -39,6 +39,9 @@ class VectorsMixin:
         Returns the labels actually stored: a memory deleted or re-worded while it was being
         embedded is skipped (its vector would describe text that no longer exists).
         """
+        labels = as_labels(labels)
+        if len(content_hashes) != len(labels):
+            raise InvalidInput(f"{len(labels)} labels but {len(content_hashes)} content hashes; pass one per label")
         vectors = np.asarray(vectors)
         if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != len(labels):
             raise DimensionMismatch(

@@ -129,3 +129,34 @@ class Snippet:
     created_at: datetime
     tokens: int
     truncated: bool = False
+
+
+def as_labels(values: object) -> LabelArray:
+    """int64 labels from any sequence, or InvalidInput (never a raw numpy error)."""
+    from .errors import InvalidInput
+
+    try:
+        raw = np.asarray(values)
+        if raw.dtype.kind not in "iu" and raw.size:
+            whole = raw.dtype.kind == "f" and np.all(np.isfinite(raw)) and np.all(raw == np.floor(raw))
+            if whole and np.all(np.abs(raw) < 2.0**63):
+                raw = raw.astype(np.int64)
+            else:
+                raise InvalidInput(f"labels must be integers, got {raw.dtype} values")
+        return np.asarray(raw, dtype=np.int64).reshape(-1)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidInput(f"labels must be int64 integers: {exc}") from exc
+
+
+def as_vectors(values: object, what: str = "vectors") -> FloatMatrix:
+    """float32 numbers from any array-like, or InvalidInput; complex values are refused, not cast."""
+    from .errors import InvalidInput
+
+    try:
+        raw = np.asarray(values)
+        if raw.dtype.kind not in "fiub":
+            raise InvalidInput(f"{what} must be real numbers, got {raw.dtype} values")
+        with np.errstate(over="ignore", invalid="ignore"):  # out-of-range values become inf: refused later
+            return np.asarray(raw, dtype=np.float32)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidInput(f"{what} must be real numbers: {exc}") from exc

@@ -54,6 +54,12 @@ class EmbedWorkers:
     def embedded(self) -> int:
         return self._embedded
 
+    @property
+    def busy(self) -> bool:
+        """True while a batch is between the queue and the index (claimed, not yet released)."""
+        with self._wake:
+            return bool(self._claimed)
+
     def notify(self) -> None:
         with self._wake:
             self._wake.notify_all()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from .config import PagerConfig
-from .errors import InvalidInput
+from .errors import InvalidInput, InvalidText
 from .lifecycle import next_maturity
 from .patterns import Pattern, PatternSpec
 from .protocols import Store
@@ -35,7 +36,46 @@ def _tags(tags: Iterable[str]) -> tuple[str, ...]:
     for tag in out:
         if not isinstance(tag, str) or not tag.strip() or "\x00" in tag or len(tag) > 200:
             raise InvalidInput(f"tag {tag!r} is not usable: non-empty text up to 200 characters")
+        try:
+            tag.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidText(f"tag {tag[:40]!r} holds a lone surrogate; clean it before storing") from None
     return out
+
+
+METADATA_MAX_DEPTH = 32
+METADATA_MAX_BYTES = 100_000
+
+
+def check_metadata(value: object) -> dict[str, Any]:
+    """Plain JSON with string keys, at most 32 levels deep and 100 KB: what every reader can load."""
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"metadata must be a mapping, got {type(value).__name__}")
+
+    def walk(node: object, depth: int) -> None:
+        if depth > METADATA_MAX_DEPTH:
+            raise InvalidInput(f"metadata is nested deeper than {METADATA_MAX_DEPTH} levels; flatten it")
+        if isinstance(node, Mapping):
+            for key, item in node.items():
+                if not isinstance(key, str):
+                    raise InvalidInput(f"metadata keys must be strings, got {type(key).__name__} {key!r}")
+                walk(item, depth + 1)
+        elif isinstance(node, (list, tuple)):
+            for item in node:
+                walk(item, depth + 1)
+        elif not (node is None or isinstance(node, (str, bool, int))
+                  or (isinstance(node, float) and node == node and abs(node) != float("inf"))):
+            raise InvalidInput(f"metadata values must be JSON (str, number, bool, null, list, object), "
+                               f"got {type(node).__name__}")
+
+    walk(value, 0)
+    try:
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidText("metadata holds a lone surrogate; clean it before storing") from None
+    if size > METADATA_MAX_BYTES:
+        raise InvalidInput(f"metadata is {size:,} bytes, over {METADATA_MAX_BYTES:,}; store large data elsewhere")
+    return dict(value)
 
 
 class WriteBack:
@@ -59,8 +99,8 @@ class WriteBack:
             fields["tags"] = _tags(fields["tags"])
         if fields.get("created_at") is not None:
             fields["created_at"] = parse_time(fields["created_at"])
-        if "metadata" in fields and not isinstance(fields["metadata"], Mapping):
-            raise InvalidInput(f"metadata must be a mapping, got {type(fields['metadata']).__name__}")
+        if "metadata" in fields:
+            fields["metadata"] = check_metadata(fields["metadata"])
         for name, enum in (("source", Source), ("scope", Scope)):
             if name in fields and not isinstance(fields[name], enum):
                 try:

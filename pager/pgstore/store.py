@@ -1,0 +1,394 @@
+"""The PostgreSQL store: the Store protocol for many processes and hosts sharing one memory.
+
+Every write is one transaction, durable (the server's WAL) and visible to every other process
+when the call returns. Dedup is the UNIQUE (actor, type, dedup_key) constraint with
+``INSERT ... ON CONFLICT DO UPDATE``: concurrent writers of the same words reinforce one memory
+instead of racing to insert two. Nothing is cached in the process except what the lanes derive.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from ..errors import ConfigError, InvalidInput, MemoryNotFound, StoreError
+from ..store import dedup_key_of
+from ..types import Memory, NewMemory, PutResult, Source
+from ..validate import content_hash
+from .db import AuditRow, Conn, Db
+from .errors import reject_nul
+from .journal import JournalMixin
+from .options import PgOptions, describe, password_of, scrub, split_schema
+from .reads import ReadsMixin
+from .rows import MEMORY_COLUMNS, row_to_memory, utc
+from .rows import maybe_utc as _maybe_utc
+from .vectors import VectorsMixin
+
+log = logging.getLogger("mempager.pgstore")
+ChangeListener = Callable[[Sequence[Memory], Sequence[int]], None]
+_UPDATABLE = frozenset({
+    "text", "strength", "confidence", "importance", "metadata", "tags", "superseded_by",
+    "valid_until", "dedup_key", "access_count", "last_accessed_at", "source",
+})
+_UPSERT = f"""
+WITH labels AS MATERIALIZED (
+    SELECT nextval('memory_label_seq') AS label, g FROM generate_series(1, %(n)s::int) AS g
+), input AS (
+    SELECT l.label, x.* FROM unnest(%(id)s::text[], %(actor)s::text[], %(scope)s::text[], %(type)s::text[],
+        %(text)s::text[], %(source)s::text[], %(confidence)s::float8[], %(importance)s::float8[],
+        %(strength)s::float8[], %(created)s::timestamptz[], %(tags)s::text[], %(metadata)s::text[],
+        %(chash)s::text[], %(dkey)s::text[]) WITH ORDINALITY AS x(id, actor, scope, type, text, source,
+        confidence, importance, strength, created_at, tags, metadata, content_hash, dedup_key, n)
+    JOIN labels l ON l.g = x.n
+), ins AS (
+    INSERT INTO memories (label, id, actor, scope, type, text, source, confidence, importance, strength,
+        created_at, updated_at, last_accessed_at, written_at, access_count, tags, metadata, content_hash,
+        dedup_key, rev)
+    SELECT label, id, actor, scope, type, text, source, confidence, importance, strength,
+        coalesce(created_at, %(now)s), %(now)s, %(now)s, %(now)s, 0,
+        ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), metadata, content_hash, dedup_key,
+        nextval('memory_rev_seq')
+    FROM input ORDER BY actor, type, dedup_key  -- one lock order for every writer
+    ON CONFLICT (actor, type, dedup_key) DO UPDATE SET
+        strength = memories.strength + 0.1 * (1 - memories.strength),
+        importance = greatest(memories.importance, excluded.importance),
+        confidence = greatest(memories.confidence, excluded.confidence),
+        access_count = memories.access_count + 1,
+        last_accessed_at = excluded.updated_at, updated_at = excluded.updated_at
+    RETURNING {MEMORY_COLUMNS}, dedup_key
+), queued AS (
+    INSERT INTO embed_queue (model, label, actor)
+    SELECT m.model, ins.label, ins.actor FROM ins CROSS JOIN embed_models m WHERE ins.id = ANY(%(id)s)
+)
+SELECT * FROM ins
+"""
+_BUMP = f"""
+UPDATE memories m SET strength = m.strength + 0.1 * (1 - m.strength),
+    importance = greatest(m.importance, x.importance), confidence = greatest(m.confidence, x.confidence),
+    access_count = m.access_count + 1, last_accessed_at = %(now)s, updated_at = %(now)s
+FROM unnest(%(actor)s::text[], %(type)s::text[], %(dkey)s::text[], %(importance)s::float8[],
+    %(confidence)s::float8[]) AS x(actor, type, dedup_key, importance, confidence)
+WHERE m.actor = x.actor AND m.type = x.type AND m.dedup_key = x.dedup_key
+RETURNING {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))}, m.dedup_key
+"""
+Key = tuple[str, str, str]
+_OPEN: dict[tuple[str, PgOptions], PostgresStore] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def _plan(items: Sequence[NewMemory], keys: list[str]) -> tuple[dict[Key, int], list[list[int]]]:
+    """First occurrence of each dedup key, and the repeats grouped in rounds (r-th repeat per key)."""
+    firsts: dict[Key, int] = {}
+    seen: dict[Key, int] = {}
+    rounds: list[list[int]] = []
+    for i, (item, key) in enumerate(zip(items, keys, strict=True)):
+        k = (item.actor, item.type.value, key)
+        n = seen.get(k, 0)
+        if n == 0:
+            firsts[k] = i
+        else:
+            if len(rounds) < n:
+                rounds.append([])
+            rounds[n - 1].append(i)
+        seen[k] = n + 1
+    return firsts, rounds
+
+
+class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
+    def __init__(self, conninfo: str, parts: dict[str, str], options: PgOptions, location: str,
+                 secret: str | None) -> None:
+        self.options = options
+        self._location = location
+        self._db = Db(conninfo, parts, options, location, secret)
+        self._db.open()
+        self.store_id: str = self._db.store_id
+        self.claimer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._users = 1
+        self._closed = False
+        self._listen_lock = threading.RLock()
+        self._change_listeners: dict[str, list[ChangeListener]] = {}
+        self._audit_listeners: list[Callable[[Any], None]] = []
+        self._dims: dict[str, int] = {}
+        self._dims_lock = threading.Lock()
+        self._grown, self._analyzed_rows = 0, 0
+        self._key: tuple[str, PgOptions] | None = None  # set when shared through open_pg_store
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._location!r})"
+
+    @property
+    def location(self) -> str:
+        """The password-free name of the store: postgresql://user@host:port/db#schema."""
+        return self._location
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- writes ---------------------------------------------------------------------------
+    def put(self, item: NewMemory) -> PutResult:
+        return self.put_many([item])[0]
+
+    def put_many(self, items: Sequence[NewMemory]) -> list[PutResult]:
+        """All or nothing, in one transaction; repeats (in the batch or the store) reinforce."""
+        if not items:
+            return []
+        for item in items:
+            reject_nul("text", [item.text])
+            reject_nul("tags", list(item.tags))
+        keys = [dedup_key_of(it) for it in items]
+        payload = {  # built once, outside the retry loop: a retried body must send the same thing
+            "metadata": [json.dumps(dict(it.metadata), sort_keys=True) for it in items],
+            "tags": [json.dumps(list(it.tags)) for it in items],
+        }
+        results, entries = self._db.write(lambda conn, audit: self._put_tx(conn, audit, items, keys, payload))
+        self._after(entries, _unique([r.memory for r in results]))
+        return results
+
+    def _put_tx(self, conn: Conn, audit: list[AuditRow], items: Sequence[NewMemory], keys: list[str],
+                payload: dict[str, list[str]]) -> list[PutResult]:
+        now = datetime.now(timezone.utc)
+        firsts, rounds = _plan(items, keys)
+        order = list(firsts.values())
+        ids = [secrets.token_hex(8) for _ in order]
+        params: dict[str, Any] = {
+            "n": len(order), "now": now, "id": ids,
+            "actor": [items[i].actor for i in order], "scope": [items[i].scope.value for i in order],
+            "type": [items[i].type.value for i in order], "text": [items[i].text for i in order],
+            "source": [items[i].source.value for i in order],
+            "confidence": [float(items[i].confidence) for i in order],
+            "importance": [float(items[i].importance) for i in order],
+            "strength": [float(items[i].strength) for i in order],
+            "created": [_maybe_utc(items[i].created_at) for i in order],
+            "tags": [payload["tags"][i] for i in order], "metadata": [payload["metadata"][i] for i in order],
+            "chash": [content_hash(items[i].text) for i in order], "dkey": [keys[i] for i in order],
+        }
+        final: dict[Key, Memory] = {}
+        fresh = set(ids)
+        created: set[Key] = set()
+        for row in conn.execute(_UPSERT, params).fetchall():
+            memory = row_to_memory(row)
+            k = (memory.actor, memory.type.value, row[19])
+            final[k] = memory
+            if memory.id in fresh:
+                created.add(k)
+        for repeat in rounds:
+            bump = {"now": now, "actor": [items[i].actor for i in repeat],
+                    "type": [items[i].type.value for i in repeat], "dkey": [keys[i] for i in repeat],
+                    "importance": [float(items[i].importance) for i in repeat],
+                    "confidence": [float(items[i].confidence) for i in repeat]}
+            for row in conn.execute(_BUMP, bump).fetchall():
+                memory = row_to_memory(row)
+                final[(memory.actor, memory.type.value, row[19])] = memory
+        results = []
+        for i, (item, key) in enumerate(zip(items, keys, strict=True)):
+            k = (item.actor, item.type.value, key)
+            results.append(PutResult(memory=final[k], created=firsts[k] == i and k in created))
+        audit.extend((r.memory.actor, "remember" if r.created else "reinforce", r.memory.uri,
+                      r.memory.content_hash, r.memory.label) for r in results)
+        return results
+
+    def update(self, actor: str, memory_id: str, op: str = "update", **changes: object) -> Memory:
+        unknown = set(changes) - _UPDATABLE
+        if unknown:
+            raise InvalidInput(f"cannot update {sorted(unknown)}; updatable fields: {sorted(_UPDATABLE)}")
+        sets: list[sql.Composable] = [sql.SQL("updated_at = %s")]
+        params: list[Any] = [datetime.now(timezone.utc)]
+        for name, value in changes.items():
+            sets.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
+            params.append(_column_value(name, value))
+        if "text" in changes:
+            sets += [sql.SQL("content_hash = %s"), sql.SQL("rev = nextval('memory_rev_seq')")]
+            params.append(content_hash(str(changes["text"])))
+        query = sql.SQL("UPDATE memories SET {} WHERE actor = %s AND id = %s RETURNING {}").format(
+            sql.SQL(", ").join(sets), sql.SQL(MEMORY_COLUMNS))
+
+        def body(conn: Conn, audit: list[AuditRow]) -> Memory:
+            try:
+                row = conn.execute(query, [*params, actor, memory_id]).fetchone()
+            except pg.UniqueViolation as exc:
+                raise InvalidInput(f"another {actor!r} memory of this type already has that dedup_key") from exc
+            if row is None:
+                raise MemoryNotFound(f"no memory {memory_id!r} for actor {actor!r}")
+            got = row_to_memory(row)
+            if "text" in changes:  # the old vectors describe text that no longer exists
+                self._requeue(conn, [got.label], got.actor)
+            audit.append((actor, op, got.uri, got.content_hash, got.label))
+            return got
+
+        got, entries = self._db.write(body)
+        self._after(entries, [got])
+        return got
+
+    def delete(self, actor: str, memory_id: str) -> Memory | None:
+        """Delete the memory and every vector made from it (bytes stay until ``compact``)."""
+        gone = self.delete_many(actor, [memory_id])
+        return gone[0] if gone else None
+
+    def delete_many(self, actor: str, memory_ids: Sequence[str]) -> list[Memory]:
+        """Delete these memories of ``actor`` in one transaction; unknown ids are skipped."""
+        if not memory_ids:
+            return []
+
+        def body(conn: Conn, audit: list[AuditRow]) -> list[Memory]:
+            rows = conn.execute(
+                f"DELETE FROM memories WHERE actor = %s AND id = ANY(%s) RETURNING {MEMORY_COLUMNS}",
+                [actor, list(memory_ids)],
+            ).fetchall()  # vectors and queued jobs go with them (ON DELETE CASCADE)
+            gone = sorted((row_to_memory(r) for r in rows), key=lambda m: m.label)
+            audit.extend((actor, "forget", m.uri, m.content_hash, m.label) for m in gone)
+            return gone
+
+        gone, entries = self._db.write(body)
+        if gone:
+            self._after(entries, [], [m.label for m in gone], actor)
+        return gone
+
+    def touch(self, actor: str, labels: Sequence[int], when: datetime) -> None:
+        if not len(labels):
+            return
+
+        def body(conn: Conn, audit: list[AuditRow]) -> list[Memory]:
+            rows = conn.execute(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = %s"
+                f" WHERE actor = %s AND label = ANY(%s) RETURNING {MEMORY_COLUMNS}",
+                [utc(when), actor, [int(x) for x in labels]],
+            ).fetchall()
+            return [row_to_memory(r) for r in rows]
+
+        touched, entries = self._db.write(body)
+        self._after(entries, touched)
+
+    def compact(self) -> None:
+        """Rewrite the tables that held deleted memories' text and vectors, so their bytes are gone.
+
+        VACUUM FULL writes fresh table and index files from the live rows and drops the old ones
+        (it locks each table while it runs). A CHECKPOINT follows when the role may run one, so the
+        write-ahead log holding the old rows can be recycled; WAL archives and replicas are the
+        server operator's to manage.
+        """
+        tables = ("memories", "vectors", "embed_queue", "review_queue", "injections", "feedback_log")
+        self._db.maintenance([sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier(t)) for t in tables])
+        self._checkpoint()
+
+    # -- listeners ------------------------------------------------------------------------
+    def _after(self, entries: Sequence[Any], changed: Sequence[Memory], removed: Sequence[int] = (),
+               actor: str = "") -> None:
+        """Tell this process's listeners about a committed change (other processes poll the audit)."""
+        with self._listen_lock:
+            by_actor: dict[str, list[Memory]] = {}
+            for memory in changed:
+                by_actor.setdefault(memory.actor, []).append(memory)
+            if removed:
+                by_actor.setdefault(actor, [])
+            for who, memories in by_actor.items():
+                for listener in list(self._change_listeners.get(who, ())):
+                    listener(memories, removed if who == actor else ())
+        self._publish(entries)
+
+    def add_change_listener(self, actor: str, listener: ChangeListener) -> None:
+        """``listener(upserted, removed_labels)`` after every change this process commits for ``actor``."""
+        with self._listen_lock:
+            self._change_listeners.setdefault(actor, []).append(listener)
+
+    def remove_change_listener(self, actor: str, listener: ChangeListener) -> None:
+        with self._listen_lock:
+            listeners = self._change_listeners.get(actor, [])
+            if listener in listeners:
+                listeners.remove(listener)
+
+    # -- lanes and lifecycle ----------------------------------------------------------------
+    def native_lanes(self, actor: str, embedder: Any) -> tuple[Any, Any]:
+        """The pager's semantic lane (pgvector in this database) and lexical lane (BM25 fed from it)."""
+        from .lanes import PgLexicalLane, PgSemanticLane
+
+        return PgSemanticLane(self, actor, embedder), PgLexicalLane(self, actor)
+
+    def close(self) -> None:
+        """Release this user's hold; the pool is closed when the last user lets go."""
+        with _OPEN_LOCK:
+            self._users -= 1
+            if self._users > 0:
+                return
+            if self._key is not None and _OPEN.get(self._key) is self:
+                del _OPEN[self._key]
+        if self._closed:
+            return
+        self._closed = True
+        self._db.close()
+
+    def _checkpoint(self) -> None:
+        try:
+            self._db.maintenance(["CHECKPOINT"])
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, pg.InsufficientPrivilege):
+                raise
+            log.info("compacted %s; this role may not CHECKPOINT, so old WAL segments are recycled at the "
+                     "server's next checkpoint", self._location)
+
+
+def open_pg_store(url: str, **options: Any) -> PostgresStore:
+    """The process-wide store for ``url`` (and options): opened once, shared, closed by its last user.
+
+    ``url`` is a libpq URL (``postgresql://user:password@host:5432/db``); ``?schema=name`` picks
+    the PostgreSQL schema that holds the store (default ``mempager``). ``options`` are PgOptions
+    fields (pool_max=, statement_timeout_ms=, ef_search=, ...).
+    """
+    conninfo, schema = split_schema(url)
+    secret = password_of(conninfo)
+    unknown = set(options) - PgOptions.names()
+    if unknown:
+        raise ConfigError(f"unknown PostgreSQL store options {sorted(unknown)}; known: {sorted(PgOptions.names())}")
+    if schema is not None and options.setdefault("schema", schema) != schema:
+        raise ConfigError(f"schema given twice: {schema!r} in the URL and {options['schema']!r} as an option")
+    opts = PgOptions(**options)
+    try:
+        parts = {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}
+    except psycopg.Error as exc:
+        # not chained: the parser's message quotes the URL, password included
+        raise ConfigError(f"the PostgreSQL URL could not be parsed ({scrub(str(exc), secret)}); expected "
+                          "postgresql://user:password@host:5432/dbname?schema=name") from None
+    key = (conninfo, opts)
+    with _OPEN_LOCK:
+        store = _OPEN.get(key)
+        if store is not None and not store.closed:
+            store._users += 1
+            return store
+        store = PostgresStore(conninfo, parts, opts, describe(parts, opts.schema), secret)
+        store._key = key
+        _OPEN[key] = store
+        return store
+
+
+def _unique(memories: Sequence[Memory]) -> list[Memory]:
+    return list({m.label: m for m in memories}.values())
+
+
+def _column_value(name: str, value: object) -> object:
+    """A changed field as the column stores it."""
+    if name == "metadata":
+        return json.dumps(dict(value), sort_keys=True)  # type: ignore[call-overload]
+    if name == "tags":
+        tags = [str(t) for t in value]  # type: ignore[attr-defined]
+        reject_nul("tags", tags)
+        return tags
+    if name == "text":
+        reject_nul("text", [str(value)])
+    if name == "source" and isinstance(value, Source):
+        return value.value
+    if isinstance(value, datetime):
+        return utc(value)
+    return value

@@ -214,17 +214,14 @@ open catch up or rebuild) and always stop listeners and close the store (`try/fi
 }
 
 OBSERVATIONS = """\
-- Disk full through `RLIMIT_FSIZE` fails with EFBIG ("File too large"), which `translate()` reports as a
-  generic `StoreError`, not `StoreFull`; EDQUOT (quota exceeded, common on shared hosts) would be reported the
-  same way. Both mean "no room for this write": consider mapping them to `StoreFull` in
-  `pager/store_base.py` `translate`.
-- The other disk-full methods, forced with `MEMPAGER_DISKFULL_METHOD` on the machine above: `loop` (ext4
-  image) behaves like tmpfs (`StoreFull`, every acknowledged write kept, the same raw `OSError` from
-  `close()` while full); `rlimit` reports `StoreError` ("File too large") and `close()` while "full"
-  succeeds there, because the per-file limit is not reached by the small index files.
-- A uri whose type segment is wrong still resolves: `get("mem://neo/event/<id of a fact>")` returns the fact
-  (lookup is by id; the type is only parsed). Harmless within one actor, but `forget` of such a uri deletes
-  the fact.
+- The other disk-full methods, forced with `MEMPAGER_DISKFULL_METHOD` on the machine above. Before the
+  fixes: `loop` (ext4 image) behaved like tmpfs (`StoreFull`, every acknowledged write kept, the same raw
+  `OSError` from `close()` while full); `rlimit` failed with EFBIG ("File too large"), reported as a generic
+  `StoreError`, and `close()` while "full" succeeded there because the small index files stay under the
+  per-file limit. After them, both pass: `rlimit` reports `StoreFull` (EFBIG and EDQUOT are mapped), and on
+  `loop` `close()` while full raises `StoreFull` and still closes the store.
+- Fixed alongside the findings: a uri whose type segment was wrong still resolved
+  (`get("mem://neo/event/<id of a fact>")` returned the fact, and `forget` of it deleted the fact).
 - Forget with `hard=False` leaves bytes in the files until the next hard forget or `compact()` (documented).
 - While filling the disk, writes of long texts were dominated by BM25 indexing in the write path (~25 us per
   token: a 10,000-token batch costs ~0.26 s before it returns).
@@ -272,9 +269,9 @@ def counts(suite: str, records: list[dict[str, Any]]) -> str:
         return "; ".join(parts)
     if suite == "fuzz" and mine:
         r = mine[0]
-        per = ", ".join(f"{k} {v}/{r['configured'].get(k, '?')}" for k, v in r["per_test"].items())
-        return (f"{r['examples']:,} of {sum(r['configured'].values()):,} configured examples, plus the explicit "
-                f"ones ({per}); a failing test stops at its first falsifying example")
+        per = ", ".join(f"{k} {v}" for k, v in r["per_test"].items())
+        return (f"{r['examples']:,} examples run: {sum(r['configured'].values()):,} generated as configured plus "
+                f"the explicit ones, fewer when a test fails (hypothesis stops at the first failure) ({per})")
     if suite == "isolation" and mine:
         r = mine[0]
         return (f"{r['reads']:,} reads ({r['retrieve']:,} retrieve, {r['recall']:,} recall) + {r['page']} page(); "

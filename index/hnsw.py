@@ -433,13 +433,19 @@ class HnswIndex:
             row_labels, vectors, live = persist.read_rows(data, manifest)
             graph_path = graph_checked.result()
         graph = hnswlib.Index(space="cosine", dim=self._dim)
+        # headroom, so the first add after opening does not resize (copy) the whole index
+        capacity = max(manifest.rows + 1024, manifest.rows * 5 // 4, 1)
         with _hnswlib(f"load {graph_path}"):
-            graph.load_index(str(graph_path), max_elements=max(manifest.rows, 1))
+            graph.load_index(str(graph_path), max_elements=capacity)
             graph.set_ef(self._ef)  # hnswlib does not save ef
         if graph.element_count != manifest.rows:
             raise IndexStale(f"{graph_path} holds {graph.element_count} rows, the manifest says "
                              f"{manifest.rows}; rebuild the index from the store")
         rows = dict(zip(row_labels[live].tolist(), np.flatnonzero(live).tolist(), strict=True))
+        spare = capacity - manifest.rows
+        vectors = np.concatenate([vectors, np.zeros((spare, self._dim), np.float32)])
+        row_labels = np.concatenate([row_labels, np.zeros(spare, np.int64)])
+        live = np.concatenate([live, np.zeros(spare, bool)])
         return _State(graph, vectors, row_labels, live, rows, size=manifest.rows)
 
     def _check(self, manifest: Manifest, expect_meta: Mapping[str, Any], directory: Path) -> None:

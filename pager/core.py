@@ -118,11 +118,15 @@ class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
         self.workers.notify()
         while True:
             # "done" means indexed, not just stored: the last batch is claimed until it is in the lane
-            if self.store.pending_stats(self.actor, self.semantic.model).count == 0 and not self.workers.busy:
+            if self._pending() == 0 and not self.workers.busy:
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             time.sleep(0.02)
+
+    def _pending(self) -> int:
+        hint = getattr(self.semantic, "pending_hint", None)  # the embedded lane knows without SQL
+        return int(hint()) if hint is not None else self.store.pending_stats(self.actor, self.semantic.model).count
 
     def _after_write(self, results: Sequence[PutResult]) -> None:
         if results:

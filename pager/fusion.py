@@ -71,27 +71,30 @@ def fuse_scores(
     hits: dict[int, dict[str, LaneHit]] = {}
     raw: dict[str, dict[int, float]] = {}
     for lane in sorted(lanes):
-        raw[lane] = dict(completions.get(lane, {}))
+        values = dict(completions.get(lane, {}))
         for rank, (label, score) in enumerate(lanes[lane], start=1):
-            if lane not in hits.setdefault(label, {}):
-                hits[label][lane] = LaneHit(lane=lane, rank=rank, score=float(score))
-                raw[lane][label] = float(score)
-    scale = {}
+            found = hits.get(label)
+            if found is None:
+                found = hits[label] = {}
+            if lane not in found:  # a lane that reports a label twice counts it at its best rank
+                found[lane] = LaneHit(lane=lane, rank=rank, score=float(score))
+                values[label] = float(score)
+        raw[lane] = values
+    totals = dict.fromkeys(hits, 0.0)
     for lane, values in raw.items():
-        if lane == "semantic":
-            scale[lane] = (semantic_floor, 1.0 - semantic_floor)
-        else:
-            top = max((v for v in values.values()), default=0.0)
-            scale[lane] = (0.0, top if top > 0 else 0.0)
+        weight = weights.get(lane, 0.0)
+        floor, span = (semantic_floor, 1.0 - semantic_floor) if lane == "semantic" else \
+            (0.0, max(values.values(), default=0.0))
+        if weight <= 0 or span <= 0:
+            continue
+        factor = weight / span
+        for label, value in values.items():
+            if value > floor and label in totals:
+                totals[label] += (value - floor) * factor
     fused = []
     for label, found in hits.items():
-        total = 0.0
-        for lane, values in raw.items():
-            floor, top = scale[lane]
-            if top and label in values:
-                total += weights.get(lane, 0.0) * max(0.0, values[label] - floor) / top
         extra = {lane: values[label] for lane, values in raw.items() if lane not in found and label in values}
-        fused.append(Fused(label=label, score=total, hits=found, completed=extra))
+        fused.append(Fused(label=label, score=totals[label], hits=found, completed=extra))
     fused.sort(key=lambda f: (-f.score, f.label))
     return fused
 

@@ -35,6 +35,7 @@ class LexicalLane:
         self.index: Any = LexicalIndex()
         self.lock = threading.RLock()
         self.dirty = False  # a listener failed: rebuild before the next search
+        self.changed = True  # anything the saved files lack
         self.opened_how = "new"
 
     def _meta(self) -> dict[str, Any]:
@@ -58,6 +59,7 @@ class LexicalLane:
             if labels:
                 self.index.add(labels, [text_for_index(t) for t in texts])
             self.dirty = False
+            self.changed = True
             self.opened_how = f"rebuilt ({why}): {len(labels)} documents"
             return self.opened_how
 
@@ -72,10 +74,11 @@ class LexicalLane:
         if len(self.index) != len(live):
             return self.rebuild(f"{len(self.index)} indexed vs {len(live)} stored after catch-up")
         self.opened_how = f"loaded: +{len(labels)} caught up, -{len(extra)} removed"
+        self.changed = bool(labels or len(extra))
         return self.opened_how
 
     def save(self) -> None:
-        if self.directory is None:
+        if self.directory is None or not (self.changed or self.dirty):
             return
         with self.lock:
             if self.dirty:
@@ -83,10 +86,12 @@ class LexicalLane:
             rev = self.store.max_rev(self.actor)  # read before the snapshot: catch-up may redo, never miss
             self.directory.mkdir(parents=True, exist_ok=True)
             self.index.save(self.directory, meta={**self._meta(), "rev": rev})
+            self.changed = False
 
     def apply(self, upserted: Sequence[Memory], removed: Sequence[int]) -> None:
         """Called by the store, under its write lock, after every committed change."""
         with self.lock:
+            self.changed = True
             try:
                 if upserted:
                     self.index.add([m.label for m in upserted], [text_for_index(m.text) for m in upserted])

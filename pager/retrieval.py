@@ -33,7 +33,7 @@ class RetrievalMixin:
 
         ``k`` defaults to ``retrieval_top_k``, ``budget`` (tokens) to ``retrieval_budget_tokens``.
         """
-        snippets, _, _ = self._retrieve(query, k, budget, exclude=frozenset())
+        snippets, _, _ = self._retrieve(query, k, budget, exclude=frozenset(), explain=False)
         return snippets
 
     def _lanes(self, query: str, depth: int) -> dict[str, list[tuple[int, float]]]:
@@ -78,7 +78,7 @@ class RetrievalMixin:
         return max(self.config.lane_depth, 2 * min(k, budget // 8))
 
     def _retrieve(
-        self, query: str, k: int | None, budget: int | None, exclude: frozenset[str]
+        self, query: str, k: int | None, budget: int | None, exclude: frozenset[str], explain: bool = True
     ) -> tuple[list[Snippet], list[Cut], dict[str, int]]:
         query = check_text(query, self.config.max_text_bytes, "query")
         k = self.config.retrieval_top_k if k is None else k
@@ -88,11 +88,11 @@ class RetrievalMixin:
                 raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
         lanes, completions = self._rank(query, self._depth(k, budget))
         fused = self._fuse(lanes, completions)
-        snippets, cuts = self._select(fused, k, budget, exclude)
+        snippets, cuts = self._select(fused, k, budget, exclude, explain)
         return snippets, cuts, {name: len(hits) for name, hits in lanes.items()}
 
     def _select(
-        self, fused: Sequence[Fused], k: int, budget: int, exclude: frozenset[str]
+        self, fused: Sequence[Fused], k: int, budget: int, exclude: frozenset[str], explain: bool = True
     ) -> tuple[list[Snippet], list[Cut]]:
         """Re-check every hit against the store, drop what must not be shown, pack the rest.
 
@@ -105,7 +105,7 @@ class RetrievalMixin:
             line_prefix(m.type.value, m.created_at, m.source.value, m.uri, True)) + 1)
         cuts: list[Cut] = []
         seen: dict[str, Memory] = {}
-        done, chunk = 0, 2 * k + 16
+        done, chunk = 0, k + 8
         while done < len(fused) and not packer.full:
             part = fused[done : done + chunk]
             done += len(part)
@@ -125,7 +125,7 @@ class RetrievalMixin:
                     seen[memory.uri] = memory
                     packer.offer(memory, item)
         rest = fused[done:]
-        if rest:
+        if rest and explain:  # naming every candidate that ranked too low only matters in a report
             reason = "top_k" if len(packer.snippets) >= k else "budget"
             uris = self.store.uris(self.actor, [f.label for f in rest])
             cuts.extend(Cut(uris[f.label], reason, "ranked below a full section", f.hits)

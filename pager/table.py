@@ -22,8 +22,9 @@ from .validate import make_uri
 
 TYPES = list(MemoryType)
 TYPE_CODE = {t: i for i, t in enumerate(TYPES)}
-SOURCES = list(Source)
-SCOPES = list(Scope)
+TYPE_CODE_BY_VALUE = {t.value: i for i, t in enumerate(TYPES)}
+SOURCE_BY_VALUE = {s.value: s for s in Source}
+SCOPE_BY_VALUE = {s.value: s for s in Scope}
 _NUMERIC = {
     "created": np.float64, "updated": np.float64, "accessed": np.float64, "valid_until": np.float64,
     "importance": np.float64, "strength": np.float64, "confidence": np.float64,
@@ -61,6 +62,8 @@ class ActorTable:
         self.num: dict[str, np.ndarray] = {name: np.zeros(capacity, dtype=dtype) for name, dtype in _NUMERIC.items()}
         self.obj: dict[str, list[Any]] = {name: [None] * capacity for name in _OBJECT}
         self.size = 0
+        # Built Memory objects (immutable) by label; dropped whenever the row changes.
+        self._built: dict[int, Memory] = {}
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -109,15 +112,15 @@ class ActorTable:
             n["accessed"][lo:hi], n["valid_until"][lo:hi] = secs("last_accessed_at"), secs("valid_until")
             for name in ("importance", "strength", "confidence", "access_count"):
                 n[name][lo:hi] = np.asarray(cols[name])
-            n["type"][lo:hi] = [TYPE_CODE[MemoryType(t)] for t in cols["type"]]
+            n["type"][lo:hi] = [TYPE_CODE_BY_VALUE[t] for t in cols["type"]]  # dict look-ups: 100k rows
             n["alive"][lo:hi] = True
             superseded = _nullable(cols["superseded_by"])
             n["superseded"][lo:hi] = [x is not None for x in superseded]
             o = self.obj
             o["id"][lo:hi] = list(cols["id"])
             o["text"][lo:hi] = list(cols["text"])
-            o["source"][lo:hi] = [Source(x) for x in cols["source"]]
-            o["scope"][lo:hi] = [Scope(x) for x in cols["scope"]]
+            o["source"][lo:hi] = [SOURCE_BY_VALUE[x] for x in cols["source"]]
+            o["scope"][lo:hi] = [SCOPE_BY_VALUE[x] for x in cols["scope"]]
             o["tags"][lo:hi] = [tuple(x) if x is not None else () for x in cols["tags"]]
             o["metadata"][lo:hi] = list(cols["metadata"])
             o["content_hash"][lo:hi] = list(cols["content_hash"])
@@ -128,6 +131,7 @@ class ActorTable:
             self.size = hi
 
     def _write_row(self, row: int, m: Memory) -> None:
+        self._built.pop(m.label, None)
         n = self.num
         n["created"][row], n["updated"][row] = epoch(m.created_at), epoch(m.updated_at)
         n["accessed"][row], n["valid_until"][row] = epoch(m.last_accessed_at), epoch(m.valid_until)
@@ -144,6 +148,7 @@ class ActorTable:
         with self.lock:
             for label in labels:
                 row = self.rows.pop(int(label), None)
+                self._built.pop(int(label), None)
                 if row is None:
                     continue
                 self.ids.pop(self.obj["id"][row], None)
@@ -180,6 +185,15 @@ class ActorTable:
             return out
 
     def _memory(self, row: int) -> Memory:
+        label = int(self.labels[row])
+        built = self._built.get(label)
+        if built is None:
+            if len(self._built) >= 50_000:  # bounded: a cache, not a second copy of the table
+                self._built.clear()
+            built = self._built[label] = self._build(row)
+        return built
+
+    def _build(self, row: int) -> Memory:
         n, o = self.num, self.obj
         mtype = TYPES[int(n["type"][row])]
         until = float(n["valid_until"][row])

@@ -74,12 +74,19 @@ class EmbedWorkers:
     def _claim(self) -> list[tuple[int, str, str]]:
         store, lane = self.lane.store, self.lane
         with self._wake:
-            window = self.batch_size * (len(self._threads) + 1)
+            window = self.batch_size * (len(self._threads) + 4)
             items = store.pending(lane.actor, lane.model, window)
-            batch = [(it.label, it.text, it.content_hash) for it in items if it.label not in self._claimed]
-            batch = batch[: self.batch_size]
+            free = [(it.label, it.text, it.content_hash) for it in items if it.label not in self._claimed]
+            # texts of similar length batch together: the model pads every text to the longest
+            free.sort(key=lambda item: (len(item[1]), item[0]))
+            batch = free[: self.batch_size]
             self._claimed.update(label for label, _, _ in batch)
         return batch
+
+    def _hint(self) -> int | None:
+        """How many memories the lane still lacks, when it can tell without asking the store."""
+        hint = getattr(self.lane, "pending_hint", None)
+        return None if hint is None else int(hint())
 
     def _release(self, batch: list[tuple[int, str, str]]) -> None:
         with self._wake:
@@ -95,9 +102,12 @@ class EmbedWorkers:
                 self._sleep(self._backoff(bump=True))
                 continue
             if not batch:
+                # With nothing unembedded in sight, sleep until a write notifies us (a slow safety
+                # poll remains); otherwise retry soon: failed items wait for their backoff.
+                idle = self._hint() == 0
                 with self._wake:
                     if not self._stop:
-                        self._wake.wait(0.5)
+                        self._wake.wait(10.0 if idle else 0.5)
                 continue
             try:
                 self._embed(batch)

@@ -21,12 +21,6 @@ from ..patterns import text_for_index
 from ..protocols import Embedder
 from ..types import FloatMatrix, LabelArray, Memory
 
-# Text-changing audit ops carry the memory's label; reinforcements do not change the text.
-_FEED = """
-SELECT a.seq, a.label, m.text FROM audit a LEFT JOIN memories m ON m.label = a.label AND m.actor = a.actor
-WHERE a.actor = %s AND a.seq > %s AND a.label IS NOT NULL AND a.op <> 'reinforce' ORDER BY a.seq
-"""
-
 
 class PgSemanticLane:
     """SemanticLaneLike answered by the store's pgvector index; add/remove/track have nothing to keep."""
@@ -111,14 +105,8 @@ class PgLexicalLane:
 
     def rebuild(self, why: str) -> str:
         """A fresh index from the actor's memories, and the audit position it is current to."""
-        def load(conn: Any) -> tuple[int, list[tuple[int, str]]]:
-            seq = conn.execute("SELECT coalesce(max(seq), 0) FROM audit WHERE actor = %s", [self.actor]).fetchone()[0]
-            texts = conn.execute("SELECT label, text FROM memories WHERE actor = %s ORDER BY label",
-                                 [self.actor]).fetchall()
-            return int(seq), [(int(label), text) for label, text in texts]
-
         with self.lock:
-            seq, texts = self.store._db.snapshot(load)  # one snapshot: no write falls between the two
+            seq, texts = self.store.texts_at(self.actor)
             index = self._make()
             if texts:
                 index.add([label for label, _ in texts], [text_for_index(t) for _, t in texts])
@@ -129,7 +117,7 @@ class PgLexicalLane:
     def catch_up(self) -> int:
         """Apply every change to this actor committed since the last call; returns how many."""
         with self.lock:
-            found = self.store._db.rows(_FEED, [self.actor, self.seq])
+            found = self.store.text_changes(self.actor, self.seq)
             if not found:
                 return 0
             latest: dict[int, str | None] = {}

@@ -87,6 +87,8 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         CREATE INDEX embed_queue_next ON embed_queue (model, actor, attempts, label);
         CREATE INDEX embed_queue_label ON embed_queue (label);
+        -- every job is inserted then deleted: vacuum after a few hundred, not after 20% of a tiny table
+        ALTER TABLE embed_queue SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500);
         """,
     ),
     (

@@ -34,6 +34,7 @@ class PgOptions:
     hnsw_m: int = 16
     hnsw_ef_construction: int = 64
     write_retries: int = 5  # retries of a write that lost a deadlock or serialization race
+    maintenance_work_mem_mb: int = 512  # for compaction's index rebuilds: an HNSW graph built in memory is fast
 
     def __post_init__(self) -> None:
         if not isinstance(self.schema, str) or not _SCHEMA.match(self.schema):
@@ -45,7 +46,7 @@ class PgOptions:
             "pool_min": (0, 1000), "pool_max": (1, 1000), "connect_timeout_s": (2, 3600),
             "pool_timeout_s": (0.1, 3600), "statement_timeout_ms": (0, 86_400_000),
             "claim_seconds": (1, 86_400), "ef_search": (1, 1000), "hnsw_m": (2, 100),
-            "hnsw_ef_construction": (4, 1000), "write_retries": (0, 100),
+            "hnsw_ef_construction": (4, 1000), "write_retries": (0, 100), "maintenance_work_mem_mb": (1, 1 << 21),
         }
         for name, (lo, hi) in checks.items():
             value = getattr(self, name)
@@ -84,20 +85,34 @@ def scrub(text: str, secret: str | None) -> str:
     return text
 
 
-def split_schema(url: str) -> tuple[str, str | None]:
-    """``url`` without our ``schema=`` query parameter, and that parameter's value."""
+def split_options(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without our query parameters (``schema=``, ``pool_max=``, ... any PgOptions field),
+    and those parameters; libpq would refuse them, and it gets everything else untouched."""
     base, sep, query = url.partition("?")
     if not sep:
-        return url, None
+        return url, {}
+    ours = PgOptions.names()
     kept: list[str] = []
-    schema: str | None = None
+    found: dict[str, str] = {}
     for pair in query.split("&"):
         key, _, value = pair.partition("=")
-        if unquote(key) == "schema":
-            schema = unquote(value)
+        if unquote(key) in ours:
+            found[unquote(key)] = unquote(value)
         elif pair:
             kept.append(pair)
-    return (f"{base}?{'&'.join(kept)}" if kept else base), schema
+    return (f"{base}?{'&'.join(kept)}" if kept else base), found
+
+
+def typed_options(raw: dict[str, str]) -> dict[str, object]:
+    """URL parameter strings as the PgOptions field types; ConfigError quoting a value that is not one."""
+    out: dict[str, object] = {}
+    for name, text in raw.items():
+        kind = PgOptions.__dataclass_fields__[name].type
+        try:
+            out[name] = int(text) if kind == "int" else float(text) if kind == "float" else text
+        except ValueError:
+            raise ConfigError(f"{name}={text!r} in the PostgreSQL URL is not a {kind}") from None
+    return out
 
 
 def describe(parts: dict[str, str], schema: str) -> str:

@@ -37,6 +37,13 @@ ORDER BY score DESC, label DESC LIMIT %(limit)s
 """
 
 
+# Text-changing audit entries carry the memory's label; reinforcements do not change the text.
+_TEXT_CHANGES = """
+SELECT a.seq, a.label, m.text FROM audit a LEFT JOIN memories m ON m.label = a.label AND m.actor = a.actor
+WHERE a.actor = %s AND a.seq > %s AND a.label IS NOT NULL AND a.op <> 'reinforce' ORDER BY a.seq
+"""
+
+
 class ReadsMixin:
     _db: Db
 
@@ -162,3 +169,21 @@ class ReadsMixin:
 
     def actors(self) -> list[str]:
         return [r[0] for r in self._db.rows("SELECT DISTINCT actor FROM memories ORDER BY actor")]
+
+    # -- the change feed other processes follow ---------------------------------------------
+    def texts_at(self, actor: str) -> tuple[int, list[tuple[int, str]]]:
+        """The actor's (label, text) rows and the audit position they reflect, read in one snapshot."""
+        def load(conn: Any) -> tuple[int, list[tuple[int, str]]]:
+            seq = conn.execute("SELECT coalesce(max(seq), 0) FROM audit WHERE actor = %s", [actor]).fetchone()[0]
+            rows = conn.execute("SELECT label, text FROM memories WHERE actor = %s ORDER BY label", [actor]).fetchall()
+            return int(seq), [(int(label), text) for label, text in rows]
+
+        return self._db.snapshot(load)
+
+    def text_changes(self, actor: str, seq: int) -> list[tuple[int, int, str | None]]:
+        """(audit seq, label, text now or None once deleted) of every text change after ``seq``.
+
+        Audit ``seq`` order is commit order (appends are serialised until commit), so the entries
+        after the last one a reader applied are exactly what it has not seen, whoever wrote them.
+        """
+        return [(int(s), int(label), text) for s, label, text in self._db.rows(_TEXT_CHANGES, [actor, int(seq)])]

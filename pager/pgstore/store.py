@@ -31,10 +31,11 @@ from ..validate import content_hash
 from .db import AuditRow, Conn, Db
 from .errors import reject_nul
 from .journal import JournalMixin
-from .options import PgOptions, describe, password_of, scrub, split_schema
+from .options import PgOptions, describe, password_of, scrub, split_options, typed_options
 from .reads import ReadsMixin
 from .rows import MEMORY_COLUMNS, row_to_memory, utc
 from .rows import maybe_utc as _maybe_utc
+from .upsert import BUMP, UPSERT, Key, plan
 from .vectors import VectorsMixin
 
 log = logging.getLogger("mempager.pgstore")
@@ -43,68 +44,8 @@ _UPDATABLE = frozenset({
     "text", "strength", "confidence", "importance", "metadata", "tags", "superseded_by",
     "valid_until", "dedup_key", "access_count", "last_accessed_at", "source",
 })
-_UPSERT = f"""
-WITH labels AS MATERIALIZED (
-    SELECT nextval('memory_label_seq') AS label, g FROM generate_series(1, %(n)s::int) AS g
-), input AS (
-    SELECT l.label, x.* FROM unnest(%(id)s::text[], %(actor)s::text[], %(scope)s::text[], %(type)s::text[],
-        %(text)s::text[], %(source)s::text[], %(confidence)s::float8[], %(importance)s::float8[],
-        %(strength)s::float8[], %(created)s::timestamptz[], %(tags)s::text[], %(metadata)s::text[],
-        %(chash)s::text[], %(dkey)s::text[]) WITH ORDINALITY AS x(id, actor, scope, type, text, source,
-        confidence, importance, strength, created_at, tags, metadata, content_hash, dedup_key, n)
-    JOIN labels l ON l.g = x.n
-), ins AS (
-    INSERT INTO memories (label, id, actor, scope, type, text, source, confidence, importance, strength,
-        created_at, updated_at, last_accessed_at, written_at, access_count, tags, metadata, content_hash,
-        dedup_key, rev)
-    SELECT label, id, actor, scope, type, text, source, confidence, importance, strength,
-        coalesce(created_at, %(now)s), %(now)s, %(now)s, %(now)s, 0,
-        ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), metadata, content_hash, dedup_key,
-        nextval('memory_rev_seq')
-    FROM input ORDER BY actor, type, dedup_key  -- one lock order for every writer
-    ON CONFLICT (actor, type, dedup_key) DO UPDATE SET
-        strength = memories.strength + 0.1 * (1 - memories.strength),
-        importance = greatest(memories.importance, excluded.importance),
-        confidence = greatest(memories.confidence, excluded.confidence),
-        access_count = memories.access_count + 1,
-        last_accessed_at = excluded.updated_at, updated_at = excluded.updated_at
-    RETURNING {MEMORY_COLUMNS}, dedup_key
-), queued AS (
-    INSERT INTO embed_queue (model, label, actor)
-    SELECT m.model, ins.label, ins.actor FROM ins CROSS JOIN embed_models m WHERE ins.id = ANY(%(id)s)
-)
-SELECT * FROM ins
-"""
-_BUMP = f"""
-UPDATE memories m SET strength = m.strength + 0.1 * (1 - m.strength),
-    importance = greatest(m.importance, x.importance), confidence = greatest(m.confidence, x.confidence),
-    access_count = m.access_count + 1, last_accessed_at = %(now)s, updated_at = %(now)s
-FROM unnest(%(actor)s::text[], %(type)s::text[], %(dkey)s::text[], %(importance)s::float8[],
-    %(confidence)s::float8[]) AS x(actor, type, dedup_key, importance, confidence)
-WHERE m.actor = x.actor AND m.type = x.type AND m.dedup_key = x.dedup_key
-RETURNING {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))}, m.dedup_key
-"""
-Key = tuple[str, str, str]
 _OPEN: dict[tuple[str, PgOptions], PostgresStore] = {}
 _OPEN_LOCK = threading.Lock()
-
-
-def _plan(items: Sequence[NewMemory], keys: list[str]) -> tuple[dict[Key, int], list[list[int]]]:
-    """First occurrence of each dedup key, and the repeats grouped in rounds (r-th repeat per key)."""
-    firsts: dict[Key, int] = {}
-    seen: dict[Key, int] = {}
-    rounds: list[list[int]] = []
-    for i, (item, key) in enumerate(zip(items, keys, strict=True)):
-        k = (item.actor, item.type.value, key)
-        n = seen.get(k, 0)
-        if n == 0:
-            firsts[k] = i
-        else:
-            if len(rounds) < n:
-                rounds.append([])
-            rounds[n - 1].append(i)
-        seen[k] = n + 1
-    return firsts, rounds
 
 
 class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
@@ -131,7 +72,7 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
 
     @property
     def location(self) -> str:
-        """The password-free name of the store: postgresql://user@host:port/db#schema."""
+        """The password-free URL of the store: postgresql://user@host:port/db?schema=name."""
         return self._location
 
     @property
@@ -161,7 +102,7 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
     def _put_tx(self, conn: Conn, audit: list[AuditRow], items: Sequence[NewMemory], keys: list[str],
                 payload: dict[str, list[str]]) -> list[PutResult]:
         now = datetime.now(timezone.utc)
-        firsts, rounds = _plan(items, keys)
+        firsts, rounds = plan(items, keys)
         order = list(firsts.values())
         ids = [secrets.token_hex(8) for _ in order]
         params: dict[str, Any] = {
@@ -179,7 +120,7 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
         final: dict[Key, Memory] = {}
         fresh = set(ids)
         created: set[Key] = set()
-        for row in conn.execute(_UPSERT, params).fetchall():
+        for row in conn.execute(UPSERT, params).fetchall():
             memory = row_to_memory(row)
             k = (memory.actor, memory.type.value, row[19])
             final[k] = memory
@@ -190,7 +131,7 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
                     "type": [items[i].type.value for i in repeat], "dkey": [keys[i] for i in repeat],
                     "importance": [float(items[i].importance) for i in repeat],
                     "confidence": [float(items[i].confidence) for i in repeat]}
-            for row in conn.execute(_BUMP, bump).fetchall():
+            for row in conn.execute(BUMP, bump).fetchall():
                 memory = row_to_memory(row)
                 final[(memory.actor, memory.type.value, row[19])] = memory
         results = []
@@ -345,15 +286,17 @@ def open_pg_store(url: str, **options: Any) -> PostgresStore:
 
     ``url`` is a libpq URL (``postgresql://user:password@host:5432/db``); ``?schema=name`` picks
     the PostgreSQL schema that holds the store (default ``mempager``). ``options`` are PgOptions
-    fields (pool_max=, statement_timeout_ms=, ef_search=, ...).
+    fields (pool_max=, statement_timeout_ms=, ef_search=, ...); each may also be a URL parameter
+    (``?schema=team&pool_max=16``), which is how the CLI and the MCP server are configured.
     """
-    conninfo, schema = split_schema(url)
+    conninfo, in_url = split_options(url)
     secret = password_of(conninfo)
     unknown = set(options) - PgOptions.names()
     if unknown:
         raise ConfigError(f"unknown PostgreSQL store options {sorted(unknown)}; known: {sorted(PgOptions.names())}")
-    if schema is not None and options.setdefault("schema", schema) != schema:
-        raise ConfigError(f"schema given twice: {schema!r} in the URL and {options['schema']!r} as an option")
+    for name, value in typed_options(in_url).items():
+        if options.setdefault(name, value) != value:
+            raise ConfigError(f"{name} given twice: {value!r} in the URL and {options[name]!r} as an option")
     opts = PgOptions(**options)
     try:
         parts = {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}

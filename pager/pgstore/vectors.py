@@ -186,8 +186,12 @@ class VectorsMixin:
             return np.zeros(0, dtype=np.int64)
         dim = int(vectors.shape[1])
         self.ensure_model(model, dim)
-        params = {"label": [int(x) for x in labels], "chash": list(content_hashes), "vec": rows(vectors),
-                  "model": model, "dim": dim}
+        first: dict[int, int] = {}
+        for i, label in enumerate(labels.tolist()):
+            first.setdefault(int(label), i)  # a label repeated in one call keeps its first row (as DuckDB does)
+        keep = sorted(first.values())
+        params = {"label": [int(labels[i]) for i in keep], "chash": [content_hashes[i] for i in keep],
+                  "vec": rows(vectors[keep]), "model": model, "dim": dim}
         stored, _ = self._db.write(lambda conn, audit: conn.execute(_PUT, params).fetchall())
         self._note_growth(len(stored))
         return np.array([int(r[0]) for r in stored], dtype=np.int64)
@@ -207,6 +211,9 @@ class VectorsMixin:
         if due:
             rows, _ = self._db.write(lambda conn, audit: _analyze(conn))
             self._analyzed_rows = rows
+            # the queue is all churn: its index is mostly dead entries until vacuumed, and every
+            # retrieve reads it (unembedded labels); autovacuum may be a minute away
+            self._db.maintenance(["VACUUM (SKIP_LOCKED) embed_queue"])
 
     def vectors(self, actor: str, model: str) -> tuple[LabelArray, FloatMatrix]:
         return self._vectors_where(actor, model, 0)

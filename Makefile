@@ -35,7 +35,9 @@ run: install
 test: install-dev
 	$(PY) -m pytest -q
 
+# every benchmark, results into benchmarks/results/ (adds Chroma, the side-by-side baseline)
 bench: install-dev
+	$(PIP) install -q -e '.[local,dev,mcp,bench]'
 	$(PY) -m benchmarks.run_all
 
 clean:

@@ -7,6 +7,7 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -65,14 +66,31 @@ def time_calls(fn: Callable[[], object], repeat: int, warmup: int = 5) -> list[f
     return out
 
 
+def git_state() -> dict[str, Any]:
+    """The commit measured, and whether the measured packages had uncommitted changes (others edit them)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+        return done.stdout
+
+    commit = git("rev-parse", "--short", "HEAD").strip()
+    if not commit:  # an exported tree (git archive): say which commit it was exported from
+        return {"commit": os.environ.get("MEMPAGER_BENCH_COMMIT", "unknown") + " (exported tree)", "uncommitted": []}
+    dirty = git("status", "--porcelain", "--", "pager", "index", "embedders").splitlines()  # "XY path"
+    return {"commit": commit, "uncommitted": [line[3:] for line in dirty]}
+
+
 def write_results(name: str, data: dict[str, Any], table: str, extra_versions: Sequence[str] = ()) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    code = git_state()
     payload = {"benchmark": name, "date": stamp, "machine": machine(), "versions": versions(*extra_versions),
-               **data}
+               "code": code, "load_average_at_write": [round(x, 2) for x in os.getloadavg()], **data}
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     m = payload["machine"]
-    header = (f"# {name}\n\n{stamp} · {m['cpu']} · {m['cores']} cores · {m['memory_gib']} GiB · "
-              + " · ".join(f"{k} {v}" for k, v in payload["versions"].items()) + "\n\n")
+    dirty = f" (uncommitted changes in {', '.join(code['uncommitted'])})" if code["uncommitted"] else ""
+    header = (f"# {name}\n\n{stamp} · commit {code['commit']}{dirty} · {m['cpu']} · {m['cores']} cores · "
+              f"{m['memory_gib']} GiB · " + " · ".join(f"{k} {v}" for k, v in payload["versions"].items()) + "\n\n")
     (RESULTS / f"{name}.md").write_text(header + table.strip() + "\n")
     return RESULTS / f"{name}.json"

@@ -46,7 +46,7 @@ from pager.errors import EmbedderError
 from pager.salience import params_from_config
 from pager.store import open_store
 
-from ._common import LOCOMO, peak_rss_mib, percentiles, write_results
+from ._common import LOCOMO, git_state, peak_rss_mib, percentiles, write_results
 from .bench_hnsw import embeddings, exact_top, locomo_texts, tile
 
 MODEL = "st:all-MiniLM-L6-v2"
@@ -59,21 +59,6 @@ Op = Callable[[int], object]
 
 def log(message: str) -> None:
     print(f"[bench_retrieve {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def git_state() -> dict[str, Any]:
-    """The commit measured, and whether the measured packages had uncommitted changes (others edit them)."""
-    root = Path(__file__).resolve().parents[1]
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-        return done.stdout
-
-    commit = git("rev-parse", "--short", "HEAD").strip()
-    if not commit:  # an exported tree (git archive): say which commit it was exported from
-        return {"commit": os.environ.get("MEMPAGER_BENCH_COMMIT", "unknown") + " (exported tree)", "uncommitted": []}
-    dirty = git("status", "--porcelain", "--", "pager", "index", "embedders").splitlines()  # "XY path"
-    return {"commit": commit, "uncommitted": [line[3:] for line in dirty]}
 
 
 def vmrss_mib(field: str = "VmRSS") -> float:

@@ -48,9 +48,8 @@ from pager import PagerConfig
 from pager.store import open_store
 from pager.types import MemoryType, NewMemory
 
-from ._common import LOCOMO, peak_rss_mib, write_results
+from ._common import LOCOMO, git_state, peak_rss_mib, write_results
 from .bench_hnsw import embeddings, locomo_texts, tile
-from .bench_retrieve import git_state
 
 ACTOR = "bench"
 BATCH = 64

@@ -140,9 +140,13 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             fresh_set = set(fresh)
             ids = [secrets.token_hex(8) for _ in fresh]
             bumps = [(it, key) for i, (it, key) in enumerate(zip(items, keys, strict=True)) if i not in fresh_set]
-            labels = self._insert(con, [items[i] for i in fresh], [keys[i] for i in fresh], ids, now)
-            loaded = {labels[j]: self._as_memory(items[i], keys[i], labels[j], ids[j], now)
-                      for j, i in enumerate(fresh)}
+            new = [items[i] for i in fresh]
+            # serialised and hashed once: the row and the returned Memory share them
+            metas = [json.dumps(dict(it.metadata), sort_keys=True) if it.metadata else "{}" for it in new]
+            hashes = [content_hash(it.text) for it in new]
+            labels = self._insert(con, new, [keys[i] for i in fresh], ids, now, metas, hashes)
+            loaded = {labels[j]: self._as_memory(new[j], labels[j], ids[j], now, metas[j], hashes[j])
+                      for j in range(len(new))}
             for j, i in enumerate(fresh):
                 slot[(items[i].actor, items[i].type.value, keys[i])] = labels[j]
             if bumps:
@@ -159,7 +163,7 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
         return results
 
     @staticmethod
-    def _as_memory(item: NewMemory, key: str, label: int, mid: str, now: datetime) -> Memory:
+    def _as_memory(item: NewMemory, label: int, mid: str, now: datetime, meta: str, chash: str) -> Memory:
         stamp = now.replace(tzinfo=timezone.utc)
         created = to_utc(item.created_at) if item.created_at else stamp
         return Memory(
@@ -168,8 +172,8 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             confidence=float(item.confidence), importance=float(item.importance),
             strength=float(item.strength), created_at=created,
             updated_at=stamp, last_accessed_at=stamp, access_count=0, tags=tuple(item.tags),
-            metadata=json.loads(json.dumps(dict(item.metadata), sort_keys=True)),
-            content_hash=content_hash(item.text),
+            metadata=json.loads(meta) if meta != "{}" else {},  # exactly what a read of the row returns
+            content_hash=chash,
         )
 
     def _existing(
@@ -197,12 +201,13 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
         return {(a, t, k): int(lab) for a, t, k, lab in rows}
 
     def _insert(
-        self, con: Any, items: list[NewMemory], keys: list[str], ids: list[str], now: datetime
+        self, con: Any, items: list[NewMemory], keys: list[str], ids: list[str], now: datetime,
+        metas: list[str], hashes: list[str],
     ) -> list[int]:
         if not items:
             return []
         if len(items) == 1:
-            return [self._insert_one(con, items[0], keys[0], ids[0], now)]
+            return [self._insert_one(con, items[0], keys[0], ids[0], now, metas[0], hashes[0])]
         n = len(items)
         labels = [int(r[0]) for r in con.execute(_NEXTVAL.format("label"), [n]).fetchall()]
         revs = [int(r[0]) for r in con.execute(_NEXTVAL.format("rev"), [n]).fetchall()]
@@ -220,8 +225,8 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             "strength": np.array([it.strength for it in items], dtype=np.float64),
             "created_at": np.array(created, dtype="datetime64[us]"),
             "tags": _object_array([list(it.tags) for it in items]),
-            "metadata": np.array([json.dumps(dict(it.metadata), sort_keys=True) for it in items], dtype=object),
-            "content_hash": np.array([content_hash(it.text) for it in items], dtype=object),
+            "metadata": np.array(metas, dtype=object),
+            "content_hash": np.array(hashes, dtype=object),
             "dedup_key": np.array(keys, dtype=object),
             "rev": np.array(revs, dtype=np.int64),
         }
@@ -235,7 +240,7 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
         )
         return labels
 
-    def _insert_one(self, con: Any, it: NewMemory, key: str, mid: str, now: datetime) -> int:
+    def _insert_one(self, con: Any, it: NewMemory, key: str, mid: str, now: datetime, meta: str, chash: str) -> int:
         row = con.execute(
             "INSERT INTO memories (label, id, actor, scope, type, text, source, confidence, importance,"
             " strength, created_at, updated_at, last_accessed_at, written_at, access_count, tags,"
@@ -245,8 +250,7 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             [
                 mid, it.actor, it.scope.value, it.type.value, it.text, it.source.value, it.confidence,
                 it.importance, it.strength, naive_utc(it.created_at) if it.created_at else now, now, now,
-                now, list(it.tags), json.dumps(dict(it.metadata), sort_keys=True),
-                content_hash(it.text), key,
+                now, list(it.tags), meta, chash, key,
             ],
         ).fetchall()
         return int(row[0][0])

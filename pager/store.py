@@ -79,7 +79,13 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
         path = Path(path)
         if not read_only:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the store's directory {path.parent}: {exc.strerror or exc}; "
+                    "pass a --store path in a directory you can write"
+                ) from exc
         self._key = str(path.resolve())
         with _OPEN_LOCK:
             other = _OPEN.get(self._key)

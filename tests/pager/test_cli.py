@@ -57,9 +57,12 @@ def test_cli_round_trip(tmp_path: Path) -> None:
         ("forget", "not-a-uri"),
         ("recall", "--since", "someday"),
         ("retrieve", "q", "--actor", "../etc"),
+        ("stats", "--store", "a-file/store.duckdb"),  # a store "directory" that is a file
+        ("stats", "--store", "."),  # a directory where the store file should be
     ],
 )
 def test_cli_user_errors_are_one_line_no_traceback(tmp_path: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
     proc = run(tmp_path, *args, ok=False)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr

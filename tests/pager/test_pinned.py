@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -9,6 +10,8 @@ from hypothesis import strategies as st
 
 import pager
 from pager import PagerConfig, estimate_tokens
+from pager.pinned import select_profile
+from pager.types import Memory, MemoryType, Scope, Source
 
 
 def _open(path: Path, **cfg: object) -> pager.Pager:
@@ -54,6 +57,30 @@ def test_profile_is_deduped_bounded_to_12_newest_first(store_path: Path) -> None
     assert len(lines) == 12
     assert lines[0] == "- User fact number 19."
     assert len(set(lines)) == 12
+
+
+def _profile(label: int, text: str, hours_ago: float, strength: float = 0.5, **extra: object) -> Memory:
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc) - timedelta(hours=hours_ago)
+    return Memory(label=label, id=f"{label:016x}", uri=f"mem://neo/profile/{label:016x}", actor="neo",
+                  scope=Scope.GLOBAL, type=MemoryType.PROFILE, text=text, source=Source.USER, confidence=0.9,
+                  importance=0.5, strength=strength, created_at=at, updated_at=at, last_accessed_at=at,
+                  access_count=0, tags=(), metadata={}, content_hash=str(label), **extra)  # type: ignore[arg-type]
+
+
+def test_select_profile_dedups_statements_newest_then_strongest_first() -> None:
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    memories = [
+        _profile(1, "Ana leads billing.", hours_ago=5),
+        _profile(2, "  ana LEADS billing ", hours_ago=1),  # the same statement, said again later
+        _profile(3, "Ana drinks green tea.", hours_ago=3, strength=0.2),
+        _profile(4, "Ana works from Lisbon.", hours_ago=3, strength=0.9),  # same time: the stronger first
+        _profile(5, "Ana is on call.", hours_ago=0, superseded_by="mem://neo/profile/0000000000000009"),
+        _profile(6, "Ana is on leave.", hours_ago=0, valid_until=now - timedelta(minutes=1)),
+        _profile(7, "Ana joined in 2019.", hours_ago=9),
+    ]
+    chosen = select_profile(memories, limit=4, now=now)
+    assert [m.label for m in chosen] == [2, 4, 3, 7]  # 1 repeats 2; 5 superseded, 6 expired
+    assert [m.label for m in select_profile(memories, limit=2, now=now)] == [2, 4]
 
 
 def test_budget_is_respected_with_a_visible_marker(store_path: Path) -> None:

@@ -35,12 +35,16 @@ SUITES = (
      "semantic index equals the store's vectors of the active model on reopen and the live labels after "
      "`sync`, and the audit chain verifies."),
     ("stateful", "Stateful model test", "test_stateful.py",
-     "hypothesis RuleBasedStateMachine against a dict per actor: remember, dedup re-write, "
-     "reinforce_pattern, remember_many, forget (soft, 1 in 10 hard), forget by type, forget twice, forget "
-     "and get of another actor's uri, retrieve, recall (types, limit, offset, query), get, switch actor, "
-     "reopen, re-embed (HashEmbedder 384 <-> 128 on reopen), sync. Invariants after every step: recall "
-     "equals the model, no other actor's memory, no forgotten uri from any read; index consistent on every "
-     "reopen and sync. Plus a targeted test for the race the model test found."),
+     "hypothesis RuleBasedStateMachine against a dict per actor: remember, dedup re-write, `update` of the "
+     "text (same uri, the old vector stops answering, re-embedded; a text another memory holds is refused) "
+     "and of other fields (the vector stays), reinforce_pattern, remember_many, forget (soft, 1 in 10 hard), "
+     "forget by type, forget twice, forget and get of another actor's uri, retrieve, recall (types, limit, "
+     "offset, query), get, switch actor, reopen, re-embed (HashEmbedder 64 <-> 32 on reopen), sync. Every "
+     "example runs exactly 30 rule steps (hypothesis' step count is only a maximum; `_min_steps` forces it; "
+     "counted and asserted). Invariants after every step: the actor's memories equal the model (from the "
+     "in-process mirror every lane serves; through recall's SQL on recall, actor switch, reopen and at the "
+     "end), no other actor's memory, no forgotten uri from any read; index consistent on every reopen and "
+     "sync. Plus a targeted test for the race the model test found."),
     ("fuzz", "Input fuzzing", "test_fuzz.py",
      "hypothesis over text (empty, whitespace, 1 MB +/- 1 byte, 2 MB, NUL, lone surrogates, bidi and "
      "zero-width controls, SQL), metadata and tags (deep nesting to 5,000, SQL metacharacters in keys and "
@@ -187,6 +191,25 @@ test. Fix: `pager/retrieval.py` / `pager/core.py` `_rank`: take the unembedded s
 semantic search, or hold `semantic.lock` across the search and the snapshot (the worker holds it across
 `put_vectors` + `add`). A re-worded memory (`track` moves it from the index to the unembedded set) needs the
 same care.""",
+    "test_stateful.py::test_pager_matches_model": """\
+**`update(text=...)` left the memory deduplicated by its old text, and an update that kept the words
+dropped the vector the lane still indexed.** Found when the model test gained a real `update` rule. (1) The
+store's dedup key was not recomputed, so after `update(uri, text="B")` on a memory that said "A", writing
+"A" again returned `uri` (now saying "B") and reinforced it, and writing "B" made a second memory. (2)
+`store.update` dropped the memory's vectors whenever `text` was passed, even unchanged (every
+`reinforce_pattern` passes the merged spec's text); the semantic lane judges by content hash, kept the label
+indexed and did not queue it, so after `sync` the index held a label the store had no vector for.
+```python
+uri = p.remember_fact("amber")
+p.update(uri, text="basil")
+p.remember_fact("amber") == uri              # True: "amber" is gone, yet dedups onto "basil"
+for _ in range(2):
+    p.reinforce_pattern(PatternSpec(name="rotate a key")); p.sync()
+# semantic index holds the pattern's label; store.vector_labels does not
+```
+Fix: `pager/maintenance.py` `Pager.update` re-keys the memory as a fresh write of the new text would be
+(and refuses a text another memory of that type holds, naming it); `pager/store.py` / `pager/pgstore/store.py`
+drop vectors and re-queue only when the content hash changes.""",
     "test_disk_full.py::test_disk_full[close-while-full]": """\
 **`Pager.close()` on a full disk raises a raw `OSError` and leaves the store open.** Every write correctly
 fails with `StoreFull` and nothing acknowledged is lost, but closing while the disk is still full fails in
@@ -225,6 +248,11 @@ OBSERVATIONS = """\
 - Forget with `hard=False` leaves bytes in the files until the next hard forget or `compact()` (documented).
 - While filling the disk, writes of long texts were dominated by BM25 indexing in the write path (~25 us per
   token: a 10,000-token batch costs ~0.26 s before it returns).
+- Open, seen while timing the model test: the embedding worker can miss a write's wake-up and sleep its full
+  idle poll (10 s) before embedding it. `EmbedWorkers._idle` reads the lane's pending hint before taking the
+  condition's lock, so a write that lands between that read (0 pending) and the wait notifies nobody; 3 of 20
+  single writes in a row waited ~10 s. `sync()` is not affected (it notifies again), background embedding
+  is. Fix: `pager/worker.py` `_idle`: read the hint under `self._wake` (writers notify under it too).
 """
 
 
@@ -261,8 +289,8 @@ def counts(suite: str, records: list[dict[str, Any]]) -> str:
         return (f"{r['iterations']} kills, {r['acknowledged_ops']:,} acknowledged operations verified "
                 f"(seed {r['seed']}); kill landed in: {points}")
     if suite == "stateful":
-        parts = [f"{r['examples']} examples x up to {r['steps_per_example']} steps ({r['steps']:,} steps run)"
-                 for r in mine]
+        parts = [f"{r['examples']} examples x {r['steps_per_example']} steps ({r['steps']:,} steps run, with the "
+                 f"examples hypothesis abandoned; {r.get('updates', 0)} updates)" for r in mine]
         race = [r for r in records if r["suite"] == "embedding_race"]
         parts += [f"race test: {r['retrieves']} retrieves right after writes, {r['misses']} missed a live memory"
                   for r in race]

@@ -7,6 +7,7 @@ selection chain gateway → provider → local model → hash.
 
 from .base import check_vectors
 from .chain import CandidateReport, EmbedderChoice, pick_embedder
+from .down import DownEmbedder
 from .hashing import HashEmbedder
 from .http import HttpEmbedder, HttpOptions
 from .local import LocalEmbedder
@@ -14,6 +15,7 @@ from .settings import EmbedderSettings
 
 __all__ = [
     "CandidateReport",
+    "DownEmbedder",
     "EmbedderChoice",
     "EmbedderSettings",
     "HashEmbedder",

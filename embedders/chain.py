@@ -5,10 +5,12 @@ norm, within a time limit) before it is chosen; without it a misconfigured gatew
 selected and every page fault would come back empty. A candidate that fails is reported and
 logged, never fatal: the hash embedder always works.
 
-``force`` picks exactly one candidate. If the forced one is not configured or fails its probe,
-``pick_embedder`` raises ``EmbedderUnavailable`` with the reason instead of falling back: forcing
-is an explicit request, and quietly serving a different model would record vectors under a name
-the caller did not ask for.
+``force`` picks exactly one candidate. Forcing is an explicit request for that model, so a forced
+candidate that fails at open is not replaced by another (its vectors would be recorded under a
+name the caller did not ask for): it is chosen *down*, as a ``DownEmbedder`` with its own name, so
+the store still opens, memories stay pending for that model, and retrieval falls back to the
+lexical and salience lanes until it answers (see ``embedders.down``). Only a forced candidate
+that is not configured at all raises ``EmbedderUnavailable``: there is no model to wait for.
 """
 
 from __future__ import annotations
@@ -24,17 +26,20 @@ from pager.protocols import Embedder
 
 from .base import probe
 from .base import run_with_timeout as _run_with_timeout
+from .down import DownEmbedder
 from .hashing import HashEmbedder
 from .http import HttpEmbedder, HttpOptions
+from .local import local_name
 from .settings import EmbedderSettings
 
 logger = logging.getLogger("mempager.embedders")
 
 Kind = Literal["gateway", "provider", "local", "hash"]
-Status = Literal["active", "skipped", "not configured", "failed"]
+Status = Literal["active", "down", "skipped", "not configured", "failed"]
 ORDER: tuple[Kind, ...] = ("gateway", "provider", "local", "hash")
 _LOG_LEVEL: dict[Status, int] = {
     "active": logging.INFO,
+    "down": logging.WARNING,
     "skipped": logging.INFO,
     "not configured": logging.INFO,
     "failed": logging.WARNING,
@@ -59,8 +64,13 @@ class EmbedderChoice:
     embedder: Embedder
     candidates: tuple[CandidateReport, ...]
 
+    @property
+    def down(self) -> bool:
+        """True when the chosen embedder is a forced one that failed at open."""
+        return isinstance(self.embedder, DownEmbedder)
+
     def summary(self) -> str:
-        lines = [f"embedder {self.embedder.name}"]
+        lines = [f"embedder {self.embedder.name}" + (" (down)" if self.down else "")]
         lines += [f"  {c.kind}: {c.status} — {c.reason}" for c in self.candidates]
         return "\n".join(lines)
 
@@ -87,17 +97,50 @@ def pick_embedder(settings: EmbedderSettings, *, transport: httpx.BaseTransport 
             if forced:
                 raise EmbedderUnavailable(f"forced embedder {kind!r} is not configured: {missing}")
             continue
+        if forced and kind in ("gateway", "provider"):
+            chosen, report = _start_forced_http(settings, kind, transport)
+            reports.append(report)
+            continue
         try:
             chosen = _start(settings, kind, transport)
-        except Exception as exc:  # never fatal unless forced: reported, logged, and the chain moves on
+        except Exception as exc:  # noqa: BLE001 - never fatal: reported, logged (a bug with its traceback)
             reason = f"{type(exc).__name__}: {exc}"
-            reports.append(_report(kind, kind, "failed", reason, unexpected=not isinstance(exc, PagerError)))
             if forced:
-                raise EmbedderUnavailable(f"forced embedder {kind!r} failed its boot probe: {reason}") from exc
+                chosen = DownEmbedder(local_name(settings.local_model), reason)
+                reports.append(_report(kind, chosen.name, "down", _down_reason(chosen.name, reason, False),
+                                       unexpected=not isinstance(exc, PagerError)))
+                continue
+            reports.append(_report(kind, kind, "failed", reason, unexpected=not isinstance(exc, PagerError)))
             continue
         reports.append(_report(kind, chosen.name, "active", _active_reason(settings, kind)))
     assert chosen is not None  # the hash candidate is always configured and cannot fail
     return EmbedderChoice(embedder=chosen, candidates=tuple(reports))
+
+
+def _start_forced_http(
+    settings: EmbedderSettings, kind: Kind, transport: httpx.BaseTransport | None
+) -> tuple[Embedder, CandidateReport]:
+    """The forced gateway or provider: active if its probe passes, else the same client, down.
+
+    Building the client does no I/O; an error there is a configuration error and is raised.
+    """
+    embedder = build_http(settings, kind, transport=transport)
+    try:
+        probe(embedder, settings.probe_timeout)
+    except Exception as exc:  # noqa: BLE001 - reported, logged; the client is kept: it recovers with the server
+        reason = f"{type(exc).__name__}: {exc}"
+        down = DownEmbedder(embedder.name, reason, backend=embedder, dim=embedder.known_dim)
+        return down, _report(kind, down.name, "down", _down_reason(down.name, reason, True),
+                             unexpected=not isinstance(exc, PagerError))
+    return embedder, _report(kind, embedder.name, "active", _active_reason(settings, kind))
+
+
+def _down_reason(name: str, reason: str, recoverable: bool) -> str:
+    then = ("new memories stay pending and retrieval uses the lexical and salience lanes until it answers"
+            if recoverable else
+            "it cannot recover in this process (fix it and reopen); memories stay pending and retrieval "
+            "uses the lexical and salience lanes")
+    return f"forced, but {name} failed at open ({reason}); the store is open without it: {then}"
 
 
 def build_http(

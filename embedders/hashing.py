@@ -25,6 +25,8 @@ import numpy as np
 from pager.errors import ConfigError
 from pager.types import FloatMatrix, Role
 
+from .base import check_role, check_texts
+
 _TOKEN = re.compile(r"[\w][\w.:/@#+-]*[\w]|[\w]", re.UNICODE)
 _INNER = re.compile(r"[.:/@#+-]+")
 VERSION = "v2"
@@ -44,7 +46,7 @@ def _feature(token: str, dim: int) -> tuple[int, float]:
 
 
 class HashEmbedder:
-    """``name`` is "hash-v1-<dim>": a different dim or algorithm is a different model."""
+    """``name`` is "hash-v2-<dim>" (``VERSION``): a different dim or algorithm is a different model."""
 
     def __init__(self, dim: int = 384, ngram: int = 3, ngram_weight: float = 0.5) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8:
@@ -67,8 +69,12 @@ class HashEmbedder:
         return f"HashEmbedder(dim={self._dim})"
 
     def embed(self, texts: Sequence[str], role: Role = "document") -> FloatMatrix:
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
-        for row, text in enumerate(texts):
+        # The contract's checks, as every backend makes them: a bare string would otherwise be
+        # embedded one character per row, and a role typo would pass here and fail elsewhere.
+        items = check_texts(texts)
+        check_role(role)  # the hash has no roles; validated so a typo still fails loudly
+        out = np.zeros((len(items), self._dim), dtype=np.float32)
+        for row, text in enumerate(items):
             out[row] = self._one(text)
         return out
 

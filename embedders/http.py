@@ -197,6 +197,11 @@ class HttpEmbedder:
         return self._url
 
     @property
+    def known_dim(self) -> int | None:
+        """The width if configured or already learnt; None, without asking the server, if not."""
+        return self._dim
+
+    @property
     def dim(self) -> int:
         if self._dim is None:
             self.embed(["mempager dimension probe"], role="query")  # learns the width

@@ -136,6 +136,20 @@ def _import_sentence_transformers() -> Any:
     return sentence_transformers
 
 
+def local_name(model: str | os.PathLike[str] | None) -> str:
+    """The name a ``LocalEmbedder`` of ``model`` would have, without importing or reading anything.
+
+    What a forced local model that cannot load is recorded as (see ``embedders.down``).
+    """
+    if model is None or str(model) in MINILM_ALIASES:
+        return f"st:{MINILM_NAME}"
+    text = os.fspath(model)
+    path = Path(text).expanduser()
+    if path.is_dir() or os.path.isabs(text) or text.startswith((".", "~")) or text.count("/") != 1:
+        return f"st:{path.resolve().name}"
+    return f"st:{text.rsplit('/', 1)[-1]}"
+
+
 def _resolve(model: str | os.PathLike[str] | None) -> tuple[Path, str]:
     """The model directory on disk and the label used in the embedder's name."""
     if model is None or str(model) in MINILM_ALIASES:

@@ -3,7 +3,8 @@
 It serves any ``Embedder`` (the real local model in our tests) over real HTTP, so the HTTP
 embedder is exercised end to end: sockets, headers, JSON, timeouts. Answers list ``data`` in a
 shuffled order by default, as a server is allowed to. ``script()`` queues misbehaviour for the
-next requests (a status, a canned body, a delay, or an edit of the valid JSON), and ``requests``
+next requests (a status, a canned body, a delay, or an edit of the valid JSON), ``break_with()``
+answers every request that way until ``heal()`` (an outage of unknown length), and ``requests``
 records what arrived so a test can count retries and check headers.
 
     with EmbeddingServer(LocalEmbedder(), token="t") as server:
@@ -112,6 +113,7 @@ class EmbeddingServer:
         self.requests: list[Recorded] = []
         self._random = random.Random(seed)
         self._script: deque[Reply] = deque()
+        self._fault: Reply | None = None
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -153,6 +155,17 @@ class EmbeddingServer:
         with self._lock:
             self._script.extend(replies)
 
+    def break_with(self, reply: Reply) -> None:
+        """An outage: answer every request with ``reply`` (once the script is used up) until ``heal()``."""
+        with self._lock:
+            self._fault = reply
+
+    def heal(self) -> None:
+        """End an outage and drop the scripted replies not yet used: from now on answers are normal."""
+        with self._lock:
+            self._fault = None
+            self._script.clear()
+
     def count(self) -> int:
         with self._lock:
             return len(self.requests)
@@ -167,7 +180,7 @@ class EmbeddingServer:
             body = None
         with self._lock:
             self.requests.append(Recorded(handler.path, {k.lower(): v for k, v in handler.headers.items()}, body))
-            reply = self._script.popleft() if self._script else None
+            reply = self._script.popleft() if self._script else self._fault
         if reply is not None and reply.delay:
             time.sleep(reply.delay)
         if reply is not None and reply.status is not None:

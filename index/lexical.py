@@ -130,6 +130,10 @@ class State:
         post, npost = self.post, self.npost
         for t, s, e in zip(tids[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
             buf, have = post[t], int(npost[t])
+            if not have:  # a term new to the index (all of them when loading): a view, no copy
+                post[t] = block[s:e]  # exactly full, so the term's next append copies it out
+                npost[t] = e - s
+                continue
             if have + e - s > len(buf):
                 grown = np.empty((max(have + e - s, 2 * len(buf), 2), 2), np.int32)
                 grown[:have] = buf[:have]

@@ -37,6 +37,9 @@ def open(  # noqa: A001 - the public name the design asks for
     """Open (creating if needed) the store at ``path`` for ``actor``.
 
     ``embedder`` overrides the selection chain (gateway → provider → local model → hash).
+    A failing embedder never stops the store from opening: a forced one that fails at open is
+    used *down* (``stats()["embedder_candidates"]`` says why), its memories stay pending, and
+    retrieval falls back to the lexical and salience lanes until it answers.
     """
     cfg = config or PagerConfig.from_env(environ)
     store: Any

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
@@ -74,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--type", action="append", dest="types", default=None)
     p.add_argument("--since", default=None)
     p.add_argument("--until", default=None)
+    p.add_argument("--source", action="append", dest="sources", default=None,
+                   help="user, observed, llm or consolidation (repeat for any of several)")
+    p.add_argument("--tag", "--tags", action="append", dest="tags", default=None,
+                   help="only memories carrying this tag (repeat: all of them)")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--offset", type=int, default=0)
     p = sub.add_parser("forget", parents=[common], help="hard-delete a memory by uri")
@@ -114,6 +119,19 @@ def _open(args: argparse.Namespace) -> Any:
     overrides: dict[str, Any] = {"embedder": args.embedder} if getattr(args, "embedder", None) else {}
     target = store if store.startswith(("postgres://", "postgresql://")) else Path(store)
     return pager.open(target, actor=actor, config=PagerConfig.from_env(**overrides))
+
+
+def _settle(p: Any, timeout: float) -> None:
+    """Embed what was just written before the process exits, unless the embedder is failing:
+    then say so and leave it pending (the store has it; the next open embeds it)."""
+    deadline = time.monotonic() + timeout
+    while not p.sync(timeout=0.25):
+        failing = p.stats()
+        if failing["failing_embeddings"] or time.monotonic() >= deadline:
+            why = failing["last_embed_error"] or "embedding is slow"
+            print(f"mempager: note: stored, not yet embedded ({why}); it is embedded when the store is next "
+                  "opened with a working embedder", file=sys.stderr)
+            return
 
 
 def _memory_line(m: Any) -> str:
@@ -213,7 +231,7 @@ def _run(args: argparse.Namespace) -> int:
             _print_json(p.stats()) if as_json else print(f"store ready: {p.store.location} (actor {p.actor})")
         elif cmd == "remember":
             uri = p.remember(args.type, args.text, tags=args.tags, created_at=args.created_at)
-            p.sync(timeout=30)
+            _settle(p, timeout=30)
             _print_json({"uri": uri}) if as_json else print(uri)
         elif cmd == "retrieve":
             snippets = p.retrieve(args.query, k=args.k)
@@ -235,7 +253,7 @@ def _run(args: argparse.Namespace) -> int:
                     print("\n" + page.report.table())
         elif cmd == "recall":
             rows = p.recall(args.query, types=args.types, since=args.since, until=args.until,
-                            limit=args.limit, offset=args.offset)
+                            limit=args.limit, offset=args.offset, source=args.sources, tags=args.tags)
             _print_json(rows) if as_json else print("\n".join(_memory_line(m) for m in rows) or "(none)")
         elif cmd == "forget":
             p.forget(args.uri)

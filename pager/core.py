@@ -6,6 +6,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,10 +14,22 @@ from typing import Any
 
 from .audit import AuditEntry
 from .config import PagerConfig
+from .fence import neutralize
 from .fusion import Cut, is_current
 from .lexical_lane import LexicalLane
 from .maintenance import MaintenanceMixin
-from .page import FENCE_TOKENS, HEADER_TOKENS, Page, PageReport, SectionTotal, render_pattern, snippet_report
+from .page import (
+    AVOID_HEADER,
+    FENCE_TOKENS,
+    MENU_HEADER,
+    PROVEN_HEADER,
+    Page,
+    PageReport,
+    SectionTotal,
+    avoid_line,
+    render_pattern,
+    snippet_report,
+)
 from .patterns import Pattern
 from .pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
 from .procedural import ProceduralMixin
@@ -66,14 +79,22 @@ class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
             self.semantic, self.lexical = native(self.actor, embedder)
         else:  # the embedded store: per-process caches derived from the store, saved beside it
             index_dir = Path(store.location + ".index")
-            self.semantic = SemanticLane(store, self.actor, embedder, index_dir, store_id=store.store_id)
+            self.semantic = SemanticLane(store, self.actor, embedder, index_dir, store_id=store.store_id,
+                                         M=config.hnsw_m, ef_construction=config.hnsw_ef_construction,
+                                         ef=config.hnsw_ef, max_deleted_share=config.hnsw_max_deleted_share)
             self.lexical = LexicalLane(store, self.actor, index_dir / slug(self.actor) / "lexical",
                                        store_id=store.store_id)
-        self.semantic.open()
-        self.lexical.open()
+        # Two caches from two sets of files: loaded side by side (file reads, hashing, DuckDB and
+        # numpy release the GIL), so opening costs about the slower of the two, not their sum.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mempager-open") as pool:
+            lexical_opened = pool.submit(self.lexical.open)
+            self.semantic.open()
+            lexical_opened.result()
         store.add_change_listener(self.actor, self._on_change)
         self.workers = EmbedWorkers(
-            self.semantic, workers=config.embed_workers, batch_size=config.embed_batch_size
+            self.semantic, workers=config.embed_workers, batch_size=config.embed_batch_size,
+            max_attempts=config.embed_max_attempts, backoff=config.embed_backoff_seconds,
+            max_backoff=config.embed_max_backoff_seconds,
         )
         self._closed = False
         self._audit_listener: Callable[[AuditEntry], None] | None = None
@@ -141,7 +162,8 @@ class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
     def pinned(self, goal: str | None = None) -> str:
         return self.pinned_block(goal).text
 
-    def pinned_block(self, goal: str | None = None) -> PinnedBlock:
+    def pinned_block(self, goal: str | None = None, *, budget: int | None = None) -> PinnedBlock:
+        """The pinned block within ``budget`` tokens (default ``pinned_budget_tokens``)."""
         now = datetime.now(timezone.utc)
         if goal is not None:
             goal = check_text(goal, self.config.max_text_bytes, "goal")
@@ -161,7 +183,7 @@ class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
             constraints=constraints,
             profile=select_profile(profile_pool, self.config.profile_limit, now),
             goal=goal,
-            budget=self.config.pinned_budget_tokens,
+            budget=self.config.pinned_budget_tokens if budget is None else budget,
             estimate=self.config.token_estimator,
         )
         if goal_uris and goal is not None and goal.strip():
@@ -170,33 +192,32 @@ class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
 
     def page(self, goal: str | None, query: str, *, turn: str | None = None) -> Page:
         """The whole per-turn context. With ``turn``, what was injected is recorded for feedback."""
-        pinned = self.pinned_block(goal)
-        full, menu, avoid = self._procedures(goal)
+        cfg = self.config
+        pinned = self.pinned_block(goal, budget=min(cfg.pinned_budget_tokens, cfg.page_budget_tokens))
+        # the page as a whole has a budget too: each section gets what the ones before it leave
+        left = cfg.page_budget_tokens - (pinned.tokens + 1 if pinned.text else 0)
+        patterns_budget = max(0, min(cfg.patterns_budget_tokens, left))
+        full, menu, avoid, pattern_tokens = self._procedures(goal, patterns_budget)
         procedure_uris = frozenset(p.uri for p in (*full, *menu, *avoid))
-        estimate = self.config.token_estimator
-        pattern_tokens = sum(estimate(render_pattern(p)) + 1 for p in full) + sum(
-            estimate(p.menu_line()) + 1 for p in (*menu, *avoid)) + 3 * HEADER_TOKENS
-        # the page as a whole has a budget too: retrieval gets what pinned and procedures leave
-        room = self.config.page_budget_tokens - pinned.tokens - pattern_tokens - FENCE_TOKENS
-        retrieval_budget = max(1, min(self.config.retrieval_budget_tokens, room))
+        room = left - pattern_tokens - FENCE_TOKENS
+        retrieval_budget = max(0, min(cfg.retrieval_budget_tokens, room))
         snippets, cuts, sizes = self._retrieve(
-            query, None, retrieval_budget, exclude=frozenset(pinned.uris) | procedure_uris
+            query, None, retrieval_budget, exclude=frozenset(pinned.uris), shown=procedure_uris
         )
         if turn is not None:
             turn = check_text(turn, 1_000, "turn")
             self.store.record_injections(
                 self.actor, turn, [(p.uri, "pattern") for p in full] + [(p.uri, "anti_pattern") for p in avoid]
             )
+        parts = self._salience_parts(snippets)
         report = PageReport(
             goal=goal,
             query=query,
-            snippets=tuple(snippet_report(s) for s in snippets),
+            snippets=tuple(snippet_report(s, parts.get(s.uri)) for s in snippets),
             cuts=tuple(cuts) + tuple(Cut(u, "budget", "pinned budget reached") for u in pinned.omitted),
             sections={
-                "pinned": SectionTotal(pinned.tokens, self.config.pinned_budget_tokens, len(pinned.uris)),
-                "patterns": SectionTotal(pattern_tokens if full or menu or avoid else 0,
-                                         self.config.patterns_budget_tokens,
-                                         len(full) + len(menu) + len(avoid)),
+                "pinned": SectionTotal(pinned.tokens, cfg.pinned_budget_tokens, len(pinned.uris)),
+                "patterns": SectionTotal(pattern_tokens, patterns_budget, len(full) + len(menu) + len(avoid)),
                 "retrieved": SectionTotal(sum(s.tokens for s in snippets), retrieval_budget, len(snippets)),
             },
             embedder=self.semantic.model,
@@ -204,25 +225,37 @@ class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
         )
         return Page(goal, query, pinned, tuple(full), tuple(snippets), report, tuple(menu), tuple(avoid))
 
-    def _procedures(self, goal: str | None) -> tuple[list[Pattern], list[Pattern], list[Pattern]]:
-        """Proven patterns in full (within budget), a one-line menu of the rest, what to avoid."""
+    def _procedures(self, goal: str | None, budget: int) -> tuple[list[Pattern], list[Pattern], list[Pattern], int]:
+        """Proven patterns in full, a one-line menu of the rest, what to avoid, and the tokens of
+        all that as rendered (headers and line breaks included), never more than ``budget``."""
         if not goal:
-            return [], [], []
-        ranked = self.procedural(goal)
-        estimate, budget = self.config.token_estimator, self.config.patterns_budget_tokens
+            return [], [], [], 0
+        estimate = self.config.token_estimator
+        used = 0
+
+        def fits(header: str, started: bool, text: str) -> bool:
+            nonlocal used
+            cost = estimate(text) + 1 + (0 if started else estimate(header) + 1)
+            if used + cost > budget:
+                return False
+            used += cost
+            return True
+
         full: list[Pattern] = []
         menu: list[Pattern] = []
-        used = 0
-        for pattern in ranked:
-            cost = estimate(pattern.spec.render())
-            if len(full) < self.config.max_patterns_in_page and used + cost <= budget:
+        for pattern in self.procedural(goal):
+            if len(full) < self.config.max_patterns_in_page and fits(PROVEN_HEADER, bool(full),
+                                                                      render_pattern(pattern)):
                 full.append(pattern)
-                used += cost
-            elif len(menu) < self.config.menu_max_patterns and used + estimate(pattern.menu_line()) <= budget:
+            elif len(menu) < self.config.menu_max_patterns and fits(MENU_HEADER, bool(menu),
+                                                                     neutralize(pattern.menu_line())):
                 menu.append(pattern)
-                used += estimate(pattern.menu_line())
-        avoid = [p for p in self.anti_patterns(goal) if used + estimate(p.menu_line()) <= budget]
-        return full, menu, avoid[: self.config.menu_max_patterns]
+        avoid: list[Pattern] = []
+        for pattern in self.anti_patterns(goal):
+            if len(avoid) < self.config.menu_max_patterns and fits(AVOID_HEADER, bool(avoid),
+                                                                    avoid_line(pattern)):
+                avoid.append(pattern)
+        return full, menu, avoid, used
 
     def _embedder(self) -> Embedder:
         return self.semantic.embedder
@@ -247,4 +280,5 @@ class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
             "embedding_lag_seconds": lag,
             "last_embed_error": self.workers.last_error,
             "vector_models": self.store.vector_models(self.actor),
+            "patterns_by_stage": self.pattern_stages(),
         }

@@ -33,7 +33,9 @@ class Cut:
     """A candidate that did not reach the page, and why."""
 
     uri: str
-    reason: str  # budget | top_k | dedup | pinned | superseded | missing | decay | below_threshold
+    # budget | top_k | dedup (shown elsewhere in the page) | pinned | superseded | missing (index hit
+    # not in the store) | decay | below_threshold
+    reason: str
     detail: str
     lanes: Mapping[str, LaneHit] = field(default_factory=dict)
 
@@ -110,48 +112,67 @@ def is_current(memory: Memory, now: datetime) -> bool:
 
 
 class Packer:
-    """Greedy packing in fused order; the first snippet that does not fit may be truncated."""
+    """Greedy packing in fused order; the first snippet that does not fit may be truncated.
+
+    ``cost(memory, text, truncated)`` is what a snippet costs once rendered (its provenance
+    prefix and line break included); by default only its text is counted.
+    """
 
     def __init__(
-        self, k: int, budget: int, estimate: Callable[[str], int], overhead: Callable[[Memory], int] | None = None
+        self, k: int, budget: int, estimate: Callable[[str], int],
+        cost: Callable[[Memory, str, bool], int] | None = None, *, floor: int = 4, explain: bool = True,
     ) -> None:
         self.k, self.budget, self.estimate = k, budget, estimate
-        # tokens a snippet costs beyond its text once rendered (its provenance prefix, newline)
-        self.overhead: Callable[[Memory], int] = overhead or (lambda memory: 0)
+        self.cost: Callable[[Memory, str, bool], int] = cost or (lambda memory, text, truncated: estimate(text))
+        self.floor = floor  # no snippet costs less: below this much room nothing fits any more
+        self.explain = explain  # record what was cut (a report needs it; a plain page fault does not)
         self.snippets: list[Snippet] = []
         self.cuts: list[Cut] = []
         self.used = 0
 
     @property
     def full(self) -> bool:
-        # below a few tokens nothing useful fits any more; stop hydrating candidates
-        return len(self.snippets) >= self.k or self.budget - self.used < 4
+        return len(self.snippets) >= self.k or self.budget - self.used < self.floor
+
+    def _cut(self, memory: Memory, reason: str, detail: str, fused: Fused) -> None:
+        if self.explain:
+            self.cuts.append(Cut(memory.uri, reason, detail, fused.hits))
 
     def offer(self, memory: Memory, fused: Fused) -> None:
         text = display_text(memory)
-        extra = self.overhead(memory)
-        tokens = self.estimate(text) + extra
         if len(self.snippets) >= self.k:
-            self.cuts.append(Cut(memory.uri, "top_k", f"already {self.k} snippets", fused.hits))
+            self._cut(memory, "top_k", f"already {self.k} snippets", fused)
             return
+        tokens = self.cost(memory, text, False)
         truncated = False
-        if self.used + tokens > self.budget:
-            room = self.budget - self.used - extra
-            if room < MIN_TRUNCATED_TOKENS or self.snippets:
-                self.cuts.append(Cut(memory.uri, "budget", f"needs {tokens} tokens, {room + extra} left",
-                                     fused.hits))
+        room = self.budget - self.used
+        if tokens > room:
+            if self.snippets:  # only a section's first snippet is worth truncating
+                self._cut(memory, "budget", f"needs {tokens} tokens, {room} left", fused)
                 return
-            text = truncate_tokens(text, room)
-            tokens, truncated = self.estimate(text) + extra, True
+            text = self._truncate(memory, text, room)
             if not text:
-                self.cuts.append(Cut(memory.uri, "budget", f"{room} tokens cannot hold it", fused.hits))
+                self._cut(memory, "budget", f"needs {tokens} tokens; {room} cannot hold a useful part of it",
+                          fused)
                 return
+            tokens, truncated = self.cost(memory, text, True), True
         self.used += tokens
         self.snippets.append(Snippet(
             uri=memory.uri, text=text, type=memory.type, score=fused.score, lanes=fused.hits,
             label=memory.label, source=memory.source, created_at=memory.created_at, tokens=tokens,
             truncated=truncated,
         ))
+
+    def _truncate(self, memory: Memory, text: str, room: int) -> str:
+        """The longest cut of ``text`` whose rendered line fits ``room``; "" when too little fits."""
+        limit = room - self.cost(memory, "", True)
+        while limit >= MIN_TRUNCATED_TOKENS:
+            cut = truncate_tokens(text, limit)
+            over = self.cost(memory, cut, True) - room if cut else 0
+            if over <= 0:  # rendering can lengthen text (escaped characters): shrink until it fits
+                return cut
+            limit -= over
+        return ""
 
 
 def pack(

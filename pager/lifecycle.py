@@ -93,8 +93,17 @@ def apply(pattern: Pattern, evidence: Evidence, config: PagerConfig) -> tuple[fl
     return confidence, meta
 
 
+STAGES = ("candidate", "reinforced", "proven", "decayed", "inverted", "anti-pattern")
+
+
 def stage(pattern: Pattern, config: PagerConfig) -> str:
-    """Where the pattern is in its lifecycle, for reports."""
+    """Where the pattern is in its lifecycle (one of ``STAGES``), judged by its decayed confidence.
+
+    candidate: fewer than ``min_pattern_successes`` successes (not injected into pages yet);
+    reinforced: injectable; proven: maturity proven; decayed: used before, but its decayed
+    confidence is below ``demote_established_below``; inverted: deprecated by an accepted
+    inversion; anti-pattern: the inversion itself.
+    """
     if pattern.status == "deprecated":
         return "inverted"
     if pattern.anti_pattern:

@@ -136,6 +136,7 @@ class Pattern:
     last_applied_at: str | None = None
     decayed_confidence: float = 0.0  # confidence × 0.5^(days since last applied / half-life), at read
     note: str | None = None  # e.g. how a misspelt label was resolved
+    stage: str = "candidate"  # lifecycle.stage() as of the read (Pager.patterns sets it)
 
     @property
     def successes(self) -> int:

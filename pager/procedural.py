@@ -10,7 +10,7 @@ import difflib
 import logging
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -22,9 +22,9 @@ from .config import PagerConfig
 from .errors import InvalidInput, MemoryNotFound
 from .patterns import Pattern, PatternSpec
 from .protocols import Embedder, Store
-from .store_journal import ReviewItem
-from .types import MemoryType, NewMemory, Source
-from .validate import check_text, parse_uri
+from .store_journal import Deprecate, ReviewItem
+from .types import MemoryType, NewMemory, Scope, Source
+from .validate import check_text, parse_time, parse_uri
 
 log = logging.getLogger("mempager.procedural")
 _WORD = re.compile(r"[\w][\w.:/@#+-]*[\w]|[\w]")
@@ -48,6 +48,11 @@ class ProceduralMixin:
     actor: str
     config: PagerConfig
     clock: Callable[[], datetime]
+    # How pages rank procedures ("confidence" | "thompson"), and the seed of the Thompson draws
+    # when no seed is passed (None: fresh entropy). Per pager, so a benchmark or an agent can
+    # explore without touching the shared config.
+    pattern_ranking: str = "confidence"
+    pattern_seed: int | None = None
 
     def _embedder(self) -> Embedder:  # pragma: no cover - Pager
         raise NotImplementedError
@@ -60,9 +65,17 @@ class ProceduralMixin:
         for memory in self.store.of_types(self.actor, [MemoryType.PATTERN], "oldest"):
             pattern = Pattern.from_memory(memory)
             pattern = replace(pattern, decayed_confidence=lifecycle.decayed_confidence(pattern, now, self.config))
+            pattern = replace(pattern, stage=lifecycle.stage(pattern, self.config))
             if include_inactive or pattern.status == "active":
                 out.append(pattern)
         return out
+
+    def pattern_stages(self) -> dict[str, int]:
+        """How many of this actor's patterns are at each lifecycle stage (``stats()`` shows it)."""
+        counts = dict.fromkeys(lifecycle.STAGES, 0)
+        for pattern in self.patterns(include_inactive=True):
+            counts[pattern.stage] += 1
+        return counts
 
     def _relevance(self, goal: str, candidates: Sequence[Pattern]) -> list[float]:
         """Half semantic (cosine of goal and trigger), half lexical (trigger words in the goal)."""
@@ -86,19 +99,22 @@ class ProceduralMixin:
         return np.stack([cache[(embedder.name, t)] for t in texts])
 
     def procedural(
-        self, goal: str, *, rank: str = "confidence", seed: int | None = None, include_menu: bool = False
+        self, goal: str, *, rank: str | None = None, seed: int | None = None, include_menu: bool = False
     ) -> list[Pattern]:
         """Injectable patterns (≥ min_pattern_successes successes) matching ``goal``, best first.
 
         ``rank="confidence"`` orders by decayed confidence × relevance; ``rank="thompson"`` by a
-        draw from Beta(successes + 1, failures + 1) × relevance (seeded for reproducibility).
+        draw from Beta(successes + 1, failures + 1) × relevance (``seed`` makes one call
+        reproducible; without it the draws come from the pager's generator, seeded by
+        ``pattern_seed``). ``rank=None`` is ``pattern_ranking``, which pages use.
         """
         goal = check_text(goal, self.config.max_text_bytes, "goal")
+        rank = self.pattern_ranking if rank is None else rank
         if rank not in ("confidence", "thompson"):
             raise InvalidInput(f"rank must be 'confidence' or 'thompson', got {rank!r}")
         pool = [p for p in self.patterns() if not p.anti_pattern and p.successes >= self.config.min_pattern_successes]
         relevance = self._relevance(goal, pool)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(seed) if seed is not None else self._ranking_rng()
         scored = []
         for pattern, rel in zip(pool, relevance, strict=True):
             if rel < self.config.min_pattern_relevance:
@@ -108,6 +124,14 @@ class ProceduralMixin:
             scored.append((base * rel, pattern))
         scored.sort(key=lambda item: (-item[0], item[1].memory.label))
         return [p for _, p in scored]
+
+    def _ranking_rng(self) -> np.random.Generator:
+        """One generator per pager and seed: successive pages draw afresh, reproducibly when seeded."""
+        held: tuple[int | None, np.random.Generator] | None = self.__dict__.get("_thompson_rng")
+        if held is None or held[0] != self.pattern_seed:
+            held = (self.pattern_seed, np.random.default_rng(self.pattern_seed))
+            self.__dict__["_thompson_rng"] = held
+        return held[1]
 
     def anti_patterns(self, goal: str) -> list[Pattern]:
         pool = [p for p in self.patterns() if p.anti_pattern]
@@ -210,28 +234,32 @@ class ProceduralMixin:
         return self.store.review_list(self.actor, status)
 
     def decide(self, review_id: str, accept: bool) -> str | None:
-        """Accept or reject a queued item; returns the uri written when accepted."""
+        """Accept or reject a queued item; returns the uri written when accepted.
+
+        Accepting writes the memory (or the anti-pattern, deprecating the original) and closes the
+        item in one store transaction: a crash leaves the item pending with nothing written, so
+        deciding again cannot duplicate. A decided item keeps no text (see ``store_journal``).
+        """
         item = self.store.review_get(self.actor, review_id)
         if item.status != "pending":
             raise InvalidInput(f"review item {review_id!r} was already {item.status}")
-        uri = None
-        if accept and item.kind == "inversion":
-            uri = self._apply_inversion(item)
-        elif accept and item.kind == "memory":
-            payload = dict(item.payload)
-            new = NewMemory(actor=self.actor, type=MemoryType(payload["type"]), text=payload["text"],
-                            source=Source(payload["source"]), confidence=float(payload["confidence"]),
-                            importance=float(payload["importance"]), tags=tuple(payload.get("tags", ())))
-            result = self.store.put(new)
-            self._after_write([result])
-            uri = result.memory.uri
-        self.store.review_close(self.actor, review_id, "accepted" if accept else "rejected", uri)
-        return uri
+        if not accept or item.kind not in ("memory", "inversion"):
+            self.store.review_close(self.actor, review_id, "accepted" if accept else "rejected", None)
+            return None
+        deprecate = None
+        if item.kind == "inversion":
+            new, deprecate = self._inversion_plan(item)
+        else:
+            new = queued_memory(self.actor, item.payload)
+        result = self.store.review_accept(self.actor, review_id, new, deprecate)
+        self._after_write([result])
+        return result.memory.uri
 
     def _after_write(self, results: Sequence[Any]) -> None:  # pragma: no cover - Pager
         raise NotImplementedError
 
-    def _apply_inversion(self, item: ReviewItem) -> str:
+    def _inversion_plan(self, item: ReviewItem) -> tuple[NewMemory, Deprecate]:
+        """The anti-pattern to write and how to deprecate the pattern it inverts."""
         _, _, memory_id = parse_uri(item.payload["uri"])
         original = self.store.get(self.actor, memory_id)
         if original is None:
@@ -243,8 +271,20 @@ class ProceduralMixin:
                         confidence=0.5, metadata={"anti_pattern": True, "inverted_from": pattern.uri,
                                                   "coverage": 0, "maturity": "nascent"},
                         dedup_key=spec.dedup_key())
-        result = self.store.put(new)
-        self.store.update(self.actor, memory_id, confidence=0.0, superseded_by=result.memory.uri,
-                          metadata={**original.metadata, "status": "deprecated"})
-        self._after_write([result])
-        return result.memory.uri
+        return new, (memory_id, {"confidence": 0.0, "metadata": {**original.metadata, "status": "deprecated"}})
+
+    def _drop_pattern_caches(self) -> None:
+        """Forget the trigger embeddings: a forgotten pattern's trigger must not linger in the process."""
+        self.__dict__.pop("_trigger_cache", None)
+
+
+def queued_memory(actor: str, payload: Mapping[str, Any]) -> NewMemory:
+    """The memory the encoding gate held back, with every field it was given."""
+    created = payload.get("created_at")
+    return NewMemory(
+        actor=actor, type=MemoryType(payload["type"]), text=payload["text"], source=Source(payload["source"]),
+        scope=Scope(payload.get("scope", Scope.GLOBAL.value)), confidence=float(payload["confidence"]),
+        importance=float(payload["importance"]), strength=float(payload.get("strength", 0.5)),
+        created_at=None if created is None else parse_time(created, "created_at"),
+        tags=tuple(payload.get("tags", ())), metadata=dict(payload.get("metadata", {})),
+    )

@@ -206,6 +206,14 @@ class Store(Protocol):
 
     def review_close(self, actor: str, review_id: str, status: str, result_uri: str | None) -> None: ...
 
+    def review_accept(
+        self, actor: str, review_id: str, item: NewMemory, deprecate: tuple[str, Mapping[str, Any]] | None = None
+    ) -> PutResult:
+        """Write ``item`` (and deprecate another memory) and close the item, in one transaction."""
+        ...
+
+    def review_purge(self, actor: str, ids: Sequence[str] | None = None) -> int: ...
+
     def audit_entries(self, actor: str | None = None, since: datetime | None = None, limit: int = 1000) -> list[Any]:
         ...
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import IndexStale
+from .errors import EmbedderError, IndexStale, PagerError
 from .protocols import Embedder, Store
 from .types import FloatMatrix, LabelArray
 
@@ -33,6 +33,35 @@ def slug(text: str) -> str:
     return f"{readable}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"
 
 
+class _Unbuilt:
+    """The index of a lane whose vector width is not known yet: empty, and nothing to save.
+
+    A forced embedder that is down at open (and has no configured width) leaves the lane here
+    until its first vectors arrive; the salience and lexical lanes serve meanwhile.
+    """
+
+    def __len__(self) -> int:
+        return 0
+
+    def __contains__(self, label: object) -> bool:
+        return False
+
+    def labels(self) -> LabelArray:
+        return np.zeros(0, dtype=np.int64)
+
+    def search(self, vector: FloatMatrix, k: int, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
+        return []
+
+    def remove(self, labels: Iterable[int]) -> None:
+        return None  # nothing was ever added
+
+    def needs_rebuild(self) -> bool:
+        return False
+
+    def rebuild(self) -> None:
+        return None
+
+
 class SemanticLane:
     def __init__(
         self,
@@ -41,21 +70,20 @@ class SemanticLane:
         embedder: Embedder,
         directory: Path | None,
         *,
+        M: int = 16,  # noqa: N803 - hnswlib's name for it
+        ef_construction: int = 200,
         ef: int = 128,  # recall@10 0.97 at 100k real vectors (0.93 at 64), +0.03 ms
+        max_deleted_share: float = 0.2,
         store_id: str = "",
     ) -> None:
-        from index.hnsw import HnswIndex  # lazily: `import pager` stays free of hnswlib
-
-        def make() -> Any:
-            return HnswIndex(embedder.dim, ef=ef)
-
-        self._make = make
+        self._graph = (M, ef_construction, ef)
+        self._max_deleted_share = max_deleted_share
         self.store = store
         self.actor = actor
         self.embedder = embedder
         self.directory = None if directory is None else directory / slug(actor) / slug(embedder.name)
         self.store_id = store_id
-        self.index: Any = self._make()
+        self.index: Any = self._make(self._known_dim())
         self.lock = threading.RLock()
         self.opened_how = "new"
         self.added_since_save = 0
@@ -68,12 +96,28 @@ class SemanticLane:
         # so it must never wait for ``self.lock`` (held by workers while they wait for the store).
         self._track_lock = threading.Lock()
 
+    def _make(self, dim: int | None) -> Any:
+        if dim is None:
+            return _Unbuilt()
+        from index.hnsw import HnswIndex  # lazily: `import pager` stays free of hnswlib
+
+        m, ef_construction, ef = self._graph
+        return HnswIndex(dim, M=m, ef_construction=ef_construction, ef=ef, max_deleted_share=self._max_deleted_share)
+
+    def _known_dim(self) -> int | None:
+        """The embedder's width, or None while a forced embedder that is down has not told it yet."""
+        try:
+            return int(self.embedder.dim)
+        except EmbedderError as exc:  # not fatal: the width arrives with the first vectors
+            log.info("semantic lane of %s/%s waits for its embedder: %s", self.actor, self.model, exc)
+            return None
+
     @property
     def model(self) -> str:
         return self.embedder.name
 
     def _meta(self) -> dict[str, Any]:
-        return {"store_id": self.store_id, "actor": self.actor, "model": self.model, "dim": self.embedder.dim}
+        return {"store_id": self.store_id, "actor": self.actor, "model": self.model, "dim": self.index.dim}
 
     def open(self) -> str:
         """Load the saved index if it is ours and intact, catch it up, else rebuild. Says which."""
@@ -90,6 +134,8 @@ class SemanticLane:
     def _open(self) -> str:
         if self.directory is None or not self.directory.exists():
             return self._rebuild("no saved index")
+        if isinstance(self.index, _Unbuilt):  # no width to check the saved one against: the store has it
+            return self._rebuild("the embedder is down and has not told its width")
         try:
             self.index.load(self.directory, expect_meta=self._meta())
         except IndexStale as exc:
@@ -126,8 +172,9 @@ class SemanticLane:
             return list(self.unembedded)
 
     def _rebuild(self, why: str) -> str:
-        self.index = self._make()
         labels, vectors = self.store.vectors(self.actor, self.model)
+        dim = self._known_dim() if isinstance(self.index, _Unbuilt) else self.index.dim
+        self.index = self._make(int(vectors.shape[1]) if dim is None and len(labels) else dim)
         if len(labels):
             self.index.add(labels, vectors)
         self.opened_how = f"rebuilt ({why}): {len(labels)} vectors"
@@ -151,7 +198,7 @@ class SemanticLane:
 
     def save(self) -> None:
         """Persist the index atomically with the store sequence it is current to (if it changed)."""
-        if self.directory is None or not self.changed:
+        if self.directory is None or not self.changed or isinstance(self.index, _Unbuilt):
             return
         with self.lock:
             _, seq = self.store.vector_state(self.actor, self.model)
@@ -174,6 +221,8 @@ class SemanticLane:
     def add(self, labels: LabelArray, vectors: FloatMatrix, content_hashes: Sequence[str] = ()) -> None:
         with self.lock:
             if len(labels):
+                if isinstance(self.index, _Unbuilt):  # the first vectors of a late embedder set the width
+                    self.index = self._make(int(np.shape(vectors)[1]))
                 self.index.add(labels, vectors)
                 self.added_since_save += len(labels)
                 self.changed = True
@@ -195,7 +244,15 @@ class SemanticLane:
                 self.index.rebuild()
 
     def embed_query(self, query: str) -> FloatMatrix:
-        return np.asarray(self.embedder.embed([query], role="query")[0], dtype=np.float32)
+        """The query's vector. Any failure is an ``EmbedderError``: retrieval then goes on without
+        this lane, so a foreign exception from a custom embedder must not escape untranslated."""
+        try:
+            vectors = self.embedder.embed([query], role="query")
+        except PagerError:
+            raise
+        except Exception as exc:
+            raise EmbedderError(f"{self.model} failed to embed the query: {type(exc).__name__}: {exc}") from exc
+        return np.asarray(vectors[0], dtype=np.float32)
 
     def search(self, query: str, k: int) -> list[tuple[int, float]]:
         return self.search_vector(self.embed_query(query), k)

@@ -132,7 +132,10 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             self._mirror([r.memory for r in results])
             return results
 
-    def _put_many(self, items: Sequence[NewMemory]) -> list[PutResult]:
+    def _put_many(
+        self, items: Sequence[NewMemory], then: Callable[[Any, list[PutResult]], None] | None = None
+    ) -> list[PutResult]:
+        """The write itself (write lock held); ``then(con, results)`` runs in the same transaction."""
         now = naive_utc(datetime.now(timezone.utc))
         keys = [dedup_key_of(it) for it in items]
         with self._tx() as con:
@@ -166,6 +169,8 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             ]
             self._audit(con, [(r.memory.actor, "remember" if r.created else "reinforce", r.memory.uri,
                                r.memory.content_hash) for r in results])
+            if then is not None:
+                then(con, results)
         return results
 
     @staticmethod
@@ -273,6 +278,14 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             )
 
     def update(self, actor: str, memory_id: str, op: str = "update", **changes: object) -> Memory:
+        with self._write_lock:
+            with self._tx() as con:
+                got = self._update_in(con, actor, memory_id, op, changes)
+            self._mirror([got])
+        return got
+
+    def _update_in(self, con: Any, actor: str, memory_id: str, op: str, changes: dict[str, object]) -> Memory:
+        """The update inside an open transaction (write lock held); the caller mirrors it after commit."""
         unknown = set(changes) - _UPDATABLE
         if unknown:
             raise InvalidInput(f"cannot update {sorted(unknown)}; updatable fields: {sorted(_UPDATABLE)}")
@@ -290,26 +303,26 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
                 value = naive_utc(value)
             sets.append(f"{name} = ?")
             params.append(value)
+        before = []
         if "text" in changes:
-            text = str(changes["text"])
             sets += ["content_hash = ?", "rev = nextval('memory_rev_seq')"]
-            params.append(content_hash(text))
-        with self._write_lock:
-            with self._tx() as con:
-                row = con.execute(
-                    f"UPDATE memories SET {', '.join(sets)} WHERE actor = ? AND id = ? RETURNING label",
-                    [*params, actor, memory_id],
-                ).fetchall()
-                if not row:
-                    raise MemoryNotFound(f"no memory {memory_id!r} for actor {actor!r}")
-                if "text" in changes:  # the old vectors describe text that no longer exists
-                    con.execute("DELETE FROM vectors WHERE label = ?", [row[0][0]])
-                    con.execute("DELETE FROM embed_failures WHERE label = ?", [row[0][0]])
-                got = self._sql_get(actor, memory_id)
-                if got is None:  # pragma: no cover - we hold the only writer
-                    raise StoreError(f"memory {memory_id} vanished during update")
-                self._audit(con, [(actor, op, got.uri, got.content_hash)])
-            self._mirror([got])
+            params.append(content_hash(str(changes["text"])))
+            before = con.execute("SELECT content_hash FROM memories WHERE actor = ? AND id = ?",
+                                 [actor, memory_id]).fetchall()
+        row = con.execute(
+            f"UPDATE memories SET {', '.join(sets)} WHERE actor = ? AND id = ? RETURNING label",
+            [*params, actor, memory_id],
+        ).fetchall()
+        if not row:
+            raise MemoryNotFound(f"no memory {memory_id!r} for actor {actor!r}")
+        if before and before[0][0] != params[-1]:  # the old vectors describe text that no longer exists
+            # (the same words keep theirs: the lanes judge by content hash too, and would keep indexing them)
+            con.execute("DELETE FROM vectors WHERE label = ?", [row[0][0]])
+            con.execute("DELETE FROM embed_failures WHERE label = ?", [row[0][0]])
+        got = self._sql_get(actor, memory_id)
+        if got is None:  # pragma: no cover - we hold the only writer
+            raise StoreError(f"memory {memory_id} vanished during update")
+        self._audit(con, [(actor, op, got.uri, got.content_hash)])
         return got
 
     def delete(self, actor: str, memory_id: str) -> Memory | None:
@@ -335,6 +348,7 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
                 for table_name in ("vectors", "embed_failures", "memories"):
                     con.execute(f"DELETE FROM {table_name} WHERE label IN (SELECT unnest(?))", [labels])
                 self._audit(con, [(actor, "forget", m.uri, m.content_hash) for m in gone])
+                self._forget_journal(con, actor, gone)  # queued text and injection records go with them
             self._mirror([], removed=labels, actor=actor)
         return gone
 

@@ -1,4 +1,15 @@
-"""Durable bookkeeping beside the memories: what each page injected, feedback, the review queue."""
+"""Durable bookkeeping beside the memories: what each page injected, feedback, the review queue.
+
+The review queue holds text that is not (yet) a memory, so it follows the memory's erasure rules:
+
+- deciding an item (accept or reject) redacts its payload to :data:`KEPT_WHEN_DECIDED` plus the
+  text's content hash: an accepted text now lives in its memory, a rejected one was refused. The
+  row keeps the decision (status, time, result uri); the old row version's bytes leave the file
+  at the next compaction (every hard forget runs one; so does ``Pager.compact()``);
+- deleting a memory deletes, in the same transaction, every review row that refers to it (result
+  uri, the pattern an inversion is about, or the same text by content hash) and the page
+  injection records of its uri.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +24,7 @@ from .audit import AuditEntry, AuditReport
 from .audit import verify as verify_chain
 from .errors import InvalidInput, MemoryNotFound
 from .store_base import aware, naive_utc
+from .types import Memory, NewMemory, PutResult
 from .validate import content_hash
 
 
@@ -29,6 +41,30 @@ class ReviewItem:
 
 
 _AUDIT_COLUMNS = "seq, recorded_at, actor, op, uri, content_hash, prev_hash, hash"
+# What a decided review item keeps: no text, tags or metadata (they may carry the content).
+KEPT_WHEN_DECIDED = ("type", "source", "confidence", "importance", "scope", "uri", "content_hash")
+# (memory id, changes) applied with an accepted item, superseded_by set to the new memory's uri
+Deprecate = tuple[str, Mapping[str, Any]]
+
+
+def redact(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The payload of a decided item: its text replaced by the text's content hash."""
+    out = {k: payload[k] for k in KEPT_WHEN_DECIDED if k in payload}
+    if isinstance(payload.get("text"), str):
+        out["content_hash"] = content_hash(payload["text"])
+    return out
+
+
+def refers_to(payload: Mapping[str, Any], result_uri: str | None, uris: set[str], hashes: set[str]) -> bool:
+    """Whether a review row holds (or points at) one of these memories."""
+    text = payload.get("text")
+    held = content_hash(text) if isinstance(text, str) else payload.get("content_hash")
+    return result_uri in uris or payload.get("uri") in uris or held in hashes
+
+
+def purge_audit(actor: str, rows: Sequence[tuple[str, str]]) -> list[tuple[str, str, str, str]]:
+    """Audit rows for deleted review items (id, payload json): the hash of what they held."""
+    return [(actor, "forget", f"review:{rid}", content_hash(payload)) for rid, payload in rows]
 
 
 def _now() -> datetime:
@@ -39,6 +75,10 @@ class JournalMixin:
     _fetch: Any
     _tx: Any
     _audit: Any
+    _write_lock: Any
+    _put_many: Any
+    _update_in: Any
+    _mirror: Any
 
     def audit_entries(
         self, actor: str | None = None, since: datetime | None = None, limit: int = 1000
@@ -136,13 +176,66 @@ class JournalMixin:
         raise MemoryNotFound(f"no review item {review_id!r} for actor {actor!r}; list them with `mempager review`")
 
     def review_close(self, actor: str, review_id: str, status: str, result_uri: str | None) -> None:
+        """Decide an item; its payload keeps no text (see the module docstring)."""
         with self._tx() as con:
-            rows = con.execute(
-                "UPDATE review_queue SET status = ?, decided_at = ?, result_uri = ? "
-                "WHERE actor = ? AND id = ? AND status = 'pending' RETURNING id",
-                [status, _now(), result_uri, actor, review_id],
-            ).fetchall()
-            if rows:
-                self._audit(con, [(actor, "review", result_uri or f"review:{review_id}", content_hash(status))])
+            self._close_in(con, actor, review_id, status, result_uri)
+
+    def _close_in(self, con: Any, actor: str, review_id: str, status: str, result_uri: str | None) -> None:
+        rows = con.execute(  # the write lock is held: nobody closes it between this read and the update
+            "SELECT payload FROM review_queue WHERE actor = ? AND id = ? AND status = 'pending'", [actor, review_id]
+        ).fetchall()
         if not rows:
             raise InvalidInput(f"review item {review_id!r} is not pending; it was decided already")
+        con.execute(
+            "UPDATE review_queue SET status = ?, decided_at = ?, result_uri = ?, payload = ?"
+            " WHERE actor = ? AND id = ?",
+            [status, _now(), result_uri, json.dumps(redact(json.loads(rows[0][0])), sort_keys=True), actor, review_id],
+        )
+        self._audit(con, [(actor, "review", result_uri or f"review:{review_id}", content_hash(status))])
+
+    def review_accept(
+        self, actor: str, review_id: str, item: NewMemory, deprecate: Deprecate | None = None
+    ) -> PutResult:
+        """Write ``item``, optionally deprecate another memory, and close the item: one transaction.
+
+        A crash leaves either nothing done (the item still pending) or everything; an item that is
+        no longer pending raises ``InvalidInput`` and nothing is written.
+        """
+        changed: list[Memory] = []
+
+        def then(con: Any, results: list[PutResult]) -> None:
+            uri = results[0].memory.uri
+            if deprecate is not None:
+                memory_id, changes = deprecate
+                changed.append(self._update_in(con, actor, memory_id, "update", {**changes, "superseded_by": uri}))
+            self._close_in(con, actor, review_id, "accepted", uri)
+
+        with self._write_lock:
+            results: list[PutResult] = self._put_many([item], then=then)
+            self._mirror([results[0].memory, *changed])
+        return results[0]
+
+    def review_purge(self, actor: str, ids: Sequence[str] | None = None) -> int:
+        """Delete the actor's review items (all of them when ``ids`` is None); returns how many."""
+        with self._tx() as con:
+            rows = con.execute("SELECT id, payload FROM review_queue WHERE actor = ? ORDER BY id", [actor]).fetchall()
+            wanted = None if ids is None else set(ids)
+            doomed = [(r[0], r[1]) for r in rows if wanted is None or r[0] in wanted]
+            if doomed:
+                con.execute("DELETE FROM review_queue WHERE actor = ? AND id IN (SELECT unnest(?))",
+                            [actor, [rid for rid, _ in doomed]])
+                self._audit(con, purge_audit(actor, doomed))
+        return len(doomed)
+
+    def _forget_journal(self, con: Any, actor: str, gone: Sequence[Memory]) -> None:
+        """Inside the delete's transaction: the review rows and injection records of ``gone``."""
+        uris, hashes = {m.uri for m in gone}, {m.content_hash for m in gone}
+        con.execute("DELETE FROM injections WHERE actor = ? AND uri IN (SELECT unnest(?))", [actor, sorted(uris)])
+        rows = con.execute("SELECT id, payload, result_uri FROM review_queue WHERE actor = ? ORDER BY id",
+                           [actor]).fetchall()
+        doomed = [(r[0], r[1]) for r in rows if refers_to(json.loads(r[1]), r[2], uris, hashes)]
+        if doomed:
+            con.execute("DELETE FROM review_queue WHERE actor = ? AND id IN (SELECT unnest(?))",
+                        [actor, [rid for rid, _ in doomed]])
+            self._audit(con, purge_audit(actor, doomed))
+

@@ -1,9 +1,15 @@
 """Background embedding: writes never wait for vectors.
 
 Workers take pending memories (no vector of the active model yet) from the store, embed them
-in batches, store the vectors, then add them to the semantic lane. An embedder failure is
-recorded on the memories (which stay stored and pending) and retried with backoff, so the lane
-recovers by itself when the embedder does.
+in batches, store the vectors, then add them to the semantic lane.
+
+Failures are bounded per batch: ``max_attempts`` tries with a doubling pause between them. A
+batch that still fails is *parked*: the error is recorded on its memories in the store (they
+stay stored and pending, and ``stats()`` shows them failing) and the worker moves on to other
+work. Parked memories are tried again after a pause that doubles with each failed round, capped
+at ``max_backoff``, so the lane recovers by itself, within that cap, when the embedder does.
+Nothing that fails is ever written: a vector reaches the store and the index only after the
+whole batch embedded with the right shape and finite values.
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ import time
 
 import numpy as np
 
-from .errors import EmbedderError, PagerError
+from .errors import DimensionMismatch, EmbedderError, EmbedderUnavailable, NonFiniteVector, PagerError
 from .patterns import text_for_index
 from .protocols import SemanticLaneLike
+from .types import FloatMatrix, LabelArray
 
 log = logging.getLogger("mempager.worker")
+Batch = list[tuple[int, str, str]]  # (label, text, content hash)
 
 
 class EmbedWorkers:
@@ -28,15 +36,22 @@ class EmbedWorkers:
         *,
         workers: int = 1,
         batch_size: int = 64,
+        max_attempts: int = 5,
+        backoff: float = 0.1,
         max_backoff: float = 30.0,
     ) -> None:
         self.lane = lane
         self.batch_size = batch_size
+        self.max_attempts = max_attempts
+        self.backoff = backoff
         self.max_backoff = max_backoff
         self._wake = threading.Condition()
         self._claimed: set[int] = set()
+        # label -> monotonic time before which a parked (failed) memory is not tried again
+        self._parked: dict[int, float] = {}
         self._stop = False
-        self._failures = 0
+        self._rounds = 0  # batches given up on since the last success: sets the parking pause
+        self._queue_failures = 0
         self._last_error: str | None = None
         self._embedded = 0
         self._threads = [
@@ -55,6 +70,13 @@ class EmbedWorkers:
         return self._embedded
 
     @property
+    def parked(self) -> int:
+        """Memories whose batch failed every attempt and that wait out their pause."""
+        with self._wake:
+            now = time.monotonic()
+            return sum(1 for due in self._parked.values() if due > now)
+
+    @property
     def busy(self) -> bool:
         """True while a batch is between the queue and the index (claimed, not yet released)."""
         with self._wake:
@@ -71,12 +93,16 @@ class EmbedWorkers:
         for thread in self._threads:
             thread.join(timeout)
 
-    def _claim(self) -> list[tuple[int, str, str]]:
+    def _claim(self) -> Batch:
         store, lane = self.lane.store, self.lane
         with self._wake:
+            now = time.monotonic()
+            # a pause that is over needs no entry: the memory is simply pending again
+            self._parked = {label: due for label, due in self._parked.items() if due > now}
             window = self.batch_size * (len(self._threads) + 4)
             items = store.pending(lane.actor, lane.model, window)
-            free = [(it.label, it.text, it.content_hash) for it in items if it.label not in self._claimed]
+            free = [(it.label, it.text, it.content_hash) for it in items
+                    if it.label not in self._claimed and it.label not in self._parked]
             # texts of similar length batch together: the model pads every text to the longest
             free.sort(key=lambda item: (len(item[1]), item[0]))
             batch = free[: self.batch_size]
@@ -88,7 +114,7 @@ class EmbedWorkers:
         hint = getattr(self.lane, "pending_hint", None)
         return None if hint is None else int(hint())
 
-    def _release(self, batch: list[tuple[int, str, str]]) -> None:
+    def _release(self, batch: Batch) -> None:
         with self._wake:
             self._claimed.difference_update(label for label, _, _ in batch)
             self._wake.notify_all()
@@ -99,56 +125,102 @@ class EmbedWorkers:
                 batch = self._claim()
             except PagerError as exc:  # store closed or failing: report, back off, retry
                 log.error("embedding worker cannot read the queue: %s", exc)
-                self._sleep(self._backoff(bump=True))
+                self._queue_failures += 1
+                self._sleep(self._pause(self._queue_failures))
                 continue
+            self._queue_failures = 0
             if not batch:
-                # With nothing unembedded in sight, sleep until a write notifies us (a slow safety
-                # poll remains); otherwise retry soon: failed items wait for their backoff.
-                idle = self._hint() == 0
-                with self._wake:
-                    if not self._stop:
-                        self._wake.wait(10.0 if idle else 0.5)
+                self._idle()
                 continue
             try:
-                self._embed(batch)
+                self._process(batch)
             finally:
                 self._release(batch)
 
-    def _embed(self, batch: list[tuple[int, str, str]]) -> None:
+    def _idle(self) -> None:
+        """Sleep until a write notifies us, a parked memory is due, or a safety poll comes round."""
+        hint = self._hint()
+        with self._wake:
+            if self._stop:
+                return
+            if hint == 0:  # nothing unembedded in sight
+                wait = 10.0
+            elif self._parked:  # what is in sight waits out its pause
+                wait = min(10.0, max(0.05, min(self._parked.values()) - time.monotonic()))
+            else:  # another worker holds it, or (a server store) another process may add some
+                wait = 0.5
+            self._wake.wait(wait)
+
+    def _process(self, batch: Batch) -> None:
+        """Up to ``max_attempts`` tries; then the batch is parked with its error recorded."""
+        error: Exception | None = None
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                stored = self._embed(batch)
+            except Exception as exc:  # noqa: BLE001 - any fault: logged, retried, then recorded
+                error = exc
+                log.info("embedding %d memories with %s failed (attempt %d/%d): %s: %s", len(batch),
+                         self.lane.model, attempt, self.max_attempts, type(exc).__name__, exc)
+                # retrying cannot fix a missing model or a refused key; the next round may
+                if attempt == self.max_attempts or self._stop or isinstance(exc, EmbedderUnavailable):
+                    break
+                self._sleep(self._pause(attempt))
+                if self._stop:  # closing: record what happened rather than try again
+                    break
+                continue
+            with self._wake:
+                self._embedded += stored
+                self._rounds = 0
+                self._last_error = None
+            return
+        assert error is not None
+        self._park(batch, error, attempt)
+
+    def _embed(self, batch: Batch) -> int:
         lane, store = self.lane, self.lane.store
         labels = np.array([label for label, _, _ in batch], dtype=np.int64)
-        try:
-            vectors = lane.embedder.embed([text_for_index(text) for _, text, _ in batch], role="document")
-            with lane.lock:  # a forget between these two steps must not be undone
-                stored = store.put_vectors(lane.model, labels, vectors, [h for _, _, h in batch])
-                keep = np.isin(labels, stored)
-                hashes = [h for (_, _, h), kept in zip(batch, keep.tolist(), strict=True) if kept]
-                lane.add(labels[keep], vectors[keep], hashes)
-        except Exception as exc:  # noqa: BLE001 - any embedder fault: record it, keep the memories pending
-            self._fail(labels, exc)
-            return
-        self._embedded += int(keep.sum())
-        self._failures = 0
-        self._last_error = None
+        vectors = lane.embedder.embed([text_for_index(text) for _, text, _ in batch], role="document")
+        self._check(vectors, len(batch))
+        with lane.lock:  # a forget between these two steps must not be undone
+            stored = store.put_vectors(lane.model, labels, vectors, [h for _, _, h in batch])
+            keep = np.isin(labels, stored)
+            hashes = [h for (_, _, h), kept in zip(batch, keep.tolist(), strict=True) if kept]
+            lane.add(labels[keep], vectors[keep], hashes)
+        return int(keep.sum())
 
-    def _fail(self, labels: np.ndarray, exc: Exception) -> None:
-        self._last_error = f"{type(exc).__name__}: {exc}"
+    def _check(self, vectors: FloatMatrix, n: int) -> None:
+        """Whatever the embedder promised, nothing of the wrong shape or non-finite goes further."""
+        dim = self.lane.embedder.dim
+        if not isinstance(vectors, np.ndarray) or vectors.dtype != np.float32 or vectors.shape != (n, dim):
+            shape = getattr(vectors, "shape", type(vectors).__name__)
+            raise DimensionMismatch(f"{self.lane.model} returned {shape} for {n} texts, expected ({n}, {dim}) float32")
+        if not np.isfinite(vectors).all():
+            raise NonFiniteVector(f"{self.lane.model} returned NaN or infinite values; nothing was stored")
+
+    def _park(self, batch: Batch, exc: Exception, attempts: int) -> None:
+        labels: LabelArray = np.array([label for label, _, _ in batch], dtype=np.int64)
+        error = f"{type(exc).__name__}: {exc}"
+        with self._wake:
+            self._rounds += 1
+            pause = self._pause(self.max_attempts + self._rounds - 1)
+            due = time.monotonic() + pause
+            self._parked.update((label, due) for label in labels.tolist())
+            self._last_error = error
         expected = isinstance(exc, (EmbedderError, PagerError))
+        level = logging.WARNING if expected else logging.ERROR
         log.log(
-            logging.WARNING if expected else logging.ERROR,
-            "embedding %d memories with %s failed: %s", len(labels), self.lane.model, self._last_error,
-            exc_info=not expected,
+            logging.INFO if expected and self._stop else level,  # closing mid-retry is not news
+            "embedding %d memories with %s failed %d time(s); they stay pending, next try in %.2fs: %s",
+            len(labels), self.lane.model, attempts, pause, error, exc_info=not expected,
         )
         try:
-            self.lane.store.record_embed_failure(self.lane.model, labels.tolist(), self._last_error)
+            self.lane.store.record_embed_failure(self.lane.model, labels.tolist(), error)
         except PagerError as store_exc:
             log.error("could not record the embedding failure: %s", store_exc)
-        self._sleep(self._backoff(bump=True))
 
-    def _backoff(self, bump: bool) -> float:
-        if bump:
-            self._failures += 1
-        return float(min(self.max_backoff, 0.1 * 2 ** min(self._failures, 10)))
+    def _pause(self, step: int) -> float:
+        """``backoff`` doubled ``step - 1`` times, capped at ``max_backoff``."""
+        return float(min(self.max_backoff, self.backoff * 2.0 ** min(max(step - 1, 0), 30)))
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -123,8 +123,11 @@ class WriteBack:
             return f"gate://{self.actor}/off"
         if item.confidence >= self.config.copilot_min_confidence:
             return None
+        # every field, so accepting it later stores the memory that was asked for (decide())
         payload = {"type": item.type.value, "text": item.text, "source": item.source.value,
-                   "confidence": item.confidence, "importance": item.importance, "tags": list(item.tags)}
+                   "scope": item.scope.value, "confidence": item.confidence, "importance": item.importance,
+                   "strength": item.strength, "tags": list(item.tags), "metadata": dict(item.metadata),
+                   "created_at": None if item.created_at is None else item.created_at.isoformat()}
         return f"review://{self.actor}/{self.store.review_add(self.actor, 'memory', payload)}"
 
     def _put(self, item: NewMemory) -> str:

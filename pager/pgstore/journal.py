@@ -12,7 +12,8 @@ from typing import Any
 from ..audit import AuditEntry, AuditReport
 from ..audit import verify as verify_chain
 from ..errors import InvalidInput, MemoryNotFound
-from ..store_journal import ReviewItem
+from ..store_journal import Deprecate, ReviewItem, purge_audit, redact, refers_to
+from ..types import Memory, NewMemory, PutResult
 from ..validate import content_hash
 from .db import AuditRow, Conn, Db
 from .rows import maybe_utc, utc
@@ -31,8 +32,14 @@ def _review(row: Sequence[Any]) -> ReviewItem:
 
 
 class JournalMixin:
+    """Review items follow the erasure rules described in ``pager.store_journal``."""
+
     _db: Db
     _audit_listeners: list[Callable[[AuditEntry], None]]
+    _put_args: Any
+    _put_tx: Any
+    _update_tx: Any
+    _after: Any
 
     # -- audit ----------------------------------------------------------------------------
     def audit_entries(
@@ -146,17 +153,77 @@ class JournalMixin:
         return _review(found[0])
 
     def review_close(self, actor: str, review_id: str, status: str, result_uri: str | None) -> None:
-        def body(conn: Conn, audit: list[AuditRow]) -> bool:
-            row = conn.execute(
-                "UPDATE review_queue SET status = %s, decided_at = %s, result_uri = %s "
-                "WHERE actor = %s AND id = %s AND status = 'pending' RETURNING id",
-                [status, datetime.now(timezone.utc), result_uri, actor, review_id],
-            ).fetchone()
-            if row is not None:
-                audit.append((actor, "review", result_uri or f"review:{review_id}", content_hash(status), None))
-            return row is not None
-
-        closed, entries = self._db.write(body)
+        """Decide an item; its payload keeps no text."""
+        _, entries = self._db.write(lambda conn, audit: self._close_tx(conn, audit, actor, review_id, status,
+                                                                       result_uri))
         self._publish(entries)
-        if not closed:
+
+    @staticmethod
+    def _close_tx(conn: Conn, audit: list[AuditRow], actor: str, review_id: str, status: str,
+                  result_uri: str | None) -> None:
+        row = conn.execute(  # FOR UPDATE: a concurrent decision waits, then finds it decided
+            "SELECT payload FROM review_queue WHERE actor = %s AND id = %s AND status = 'pending' FOR UPDATE",
+            [actor, review_id],
+        ).fetchone()
+        if row is None:
             raise InvalidInput(f"review item {review_id!r} is not pending; it was decided already")
+        conn.execute(
+            "UPDATE review_queue SET status = %s, decided_at = %s, result_uri = %s, payload = %s"
+            " WHERE actor = %s AND id = %s",
+            [status, datetime.now(timezone.utc), result_uri, json.dumps(redact(json.loads(row[0])), sort_keys=True),
+             actor, review_id],
+        )
+        audit.append((actor, "review", result_uri or f"review:{review_id}", content_hash(status), None))
+
+    def review_accept(
+        self, actor: str, review_id: str, item: NewMemory, deprecate: Deprecate | None = None
+    ) -> PutResult:
+        """Write ``item``, optionally deprecate another memory, and close the item: one transaction.
+
+        An item that is no longer pending raises ``InvalidInput`` and nothing is written.
+        """
+        keys, payload = self._put_args([item])
+
+        def body(conn: Conn, audit: list[AuditRow]) -> tuple[PutResult, list[Memory]]:
+            (result,) = self._put_tx(conn, audit, [item], keys, payload)
+            changed = [result.memory]
+            if deprecate is not None:
+                memory_id, changes = deprecate
+                changed.append(self._update_tx(conn, audit, actor, memory_id, "update",
+                                               {**changes, "superseded_by": result.memory.uri}))
+            self._close_tx(conn, audit, actor, review_id, "accepted", result.memory.uri)
+            return result, changed
+
+        (result, changed), entries = self._db.write(body)
+        self._after(entries, changed)
+        return result
+
+    def review_purge(self, actor: str, ids: Sequence[str] | None = None) -> int:
+        """Delete the actor's review items (all of them when ``ids`` is None); returns how many."""
+        def body(conn: Conn, audit: list[AuditRow]) -> int:
+            if ids is None:
+                rows = conn.execute("DELETE FROM review_queue WHERE actor = %s RETURNING id, payload",
+                                    [actor]).fetchall()
+            else:
+                rows = conn.execute("DELETE FROM review_queue WHERE actor = %s AND id = ANY(%s) RETURNING id, payload",
+                                    [actor, list(ids)]).fetchall()
+            doomed = sorted((r[0], r[1]) for r in rows)
+            audit.extend((*row, None) for row in purge_audit(actor, doomed))
+            return len(doomed)
+
+        count, entries = self._db.write(body)
+        self._publish(entries)
+        return count
+
+    @staticmethod
+    def _forget_journal(conn: Conn, audit: list[AuditRow], actor: str, gone: Sequence[Memory]) -> None:
+        """Inside the delete's transaction: the review rows and injection records of ``gone``."""
+        uris, hashes = {m.uri for m in gone}, {m.content_hash for m in gone}
+        conn.execute("DELETE FROM injections WHERE actor = %s AND uri = ANY(%s)", [actor, sorted(uris)])
+        rows = conn.execute("SELECT id, payload, result_uri FROM review_queue WHERE actor = %s ORDER BY id FOR UPDATE",
+                            [actor]).fetchall()
+        doomed = [(r[0], r[1]) for r in rows if refers_to(json.loads(r[1]), r[2], uris, hashes)]
+        if doomed:
+            conn.execute("DELETE FROM review_queue WHERE actor = %s AND id = ANY(%s)",
+                         [actor, [rid for rid, _ in doomed]])
+            audit.extend((*row, None) for row in purge_audit(actor, doomed))

@@ -11,16 +11,19 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..errors import EmbedderError
 from ..patterns import text_for_index
 from ..protocols import Embedder
 from ..types import FloatMatrix, LabelArray, Memory
 
+log = logging.getLogger("mempager.pgstore")
 
 class PgSemanticLane:
     """SemanticLaneLike answered by the store's pgvector index; add/remove/track have nothing to keep."""
@@ -38,7 +41,12 @@ class PgSemanticLane:
         return self.embedder.name
 
     def open(self) -> str:
-        self.store.ensure_model(self.model, self.embedder.dim)
+        try:
+            dim: int | None = int(self.embedder.dim)
+        except EmbedderError as exc:  # a forced embedder that is down: its width comes with its first vectors
+            log.info("semantic lane of %s/%s waits for its embedder: %s", self.actor, self.model, exc)
+            dim = None
+        self.store.ensure_model(self.model, dim)  # registered either way, so writes queue for it
         count, _ = self.store.vector_state(self.actor, self.model)
         self.opened_how = f"pgvector: {count} vectors of {self.model} in {self.store.location}"
         return self.opened_how

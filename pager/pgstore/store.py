@@ -87,17 +87,23 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
         """All or nothing, in one transaction; repeats (in the batch or the store) reinforce."""
         if not items:
             return []
+        keys, payload = self._put_args(items)
+        results, entries = self._db.write(lambda conn, audit: self._put_tx(conn, audit, items, keys, payload))
+        self._after(entries, _unique([r.memory for r in results]))
+        return results
+
+    @staticmethod
+    def _put_args(items: Sequence[NewMemory]) -> tuple[list[str], dict[str, list[str]]]:
+        """Dedup keys and serialised fields, built once outside the retry loop: a retried body must
+        send the same thing."""
         for item in items:
             reject_nul("text", [item.text])
             reject_nul("tags", list(item.tags))
         keys = [dedup_key_of(it) for it in items]
-        payload = {  # built once, outside the retry loop: a retried body must send the same thing
+        return keys, {
             "metadata": [json.dumps(dict(it.metadata), sort_keys=True) for it in items],
             "tags": [json.dumps(list(it.tags)) for it in items],
         }
-        results, entries = self._db.write(lambda conn, audit: self._put_tx(conn, audit, items, keys, payload))
-        self._after(entries, _unique([r.memory for r in results]))
-        return results
 
     def _put_tx(self, conn: Conn, audit: list[AuditRow], items: Sequence[NewMemory], keys: list[str],
                 payload: dict[str, list[str]]) -> list[PutResult]:
@@ -143,6 +149,13 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
         return results
 
     def update(self, actor: str, memory_id: str, op: str = "update", **changes: object) -> Memory:
+        got, entries = self._db.write(lambda conn, audit: self._update_tx(conn, audit, actor, memory_id, op, changes))
+        self._after(entries, [got])
+        return got
+
+    def _update_tx(self, conn: Conn, audit: list[AuditRow], actor: str, memory_id: str, op: str,
+                   changes: dict[str, object]) -> Memory:
+        """The update inside an open transaction; the caller tells the listeners after commit."""
         unknown = set(changes) - _UPDATABLE
         if unknown:
             raise InvalidInput(f"cannot update {sorted(unknown)}; updatable fields: {sorted(_UPDATABLE)}")
@@ -156,22 +169,20 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
             params.append(content_hash(str(changes["text"])))
         query = sql.SQL("UPDATE memories SET {} WHERE actor = %s AND id = %s RETURNING {}").format(
             sql.SQL(", ").join(sets), sql.SQL(MEMORY_COLUMNS))
-
-        def body(conn: Conn, audit: list[AuditRow]) -> Memory:
-            try:
-                row = conn.execute(query, [*params, actor, memory_id]).fetchone()
-            except pg.UniqueViolation as exc:
-                raise InvalidInput(f"another {actor!r} memory of this type already has that dedup_key") from exc
-            if row is None:
-                raise MemoryNotFound(f"no memory {memory_id!r} for actor {actor!r}")
-            got = row_to_memory(row)
-            if "text" in changes:  # the old vectors describe text that no longer exists
-                self._requeue(conn, [got.label], got.actor)
-            audit.append((actor, op, got.uri, got.content_hash, got.label))
-            return got
-
-        got, entries = self._db.write(body)
-        self._after(entries, [got])
+        before = None
+        if "text" in changes:
+            before = conn.execute("SELECT content_hash FROM memories WHERE actor = %s AND id = %s FOR UPDATE",
+                                  [actor, memory_id]).fetchone()
+        try:
+            row = conn.execute(query, [*params, actor, memory_id]).fetchone()
+        except pg.UniqueViolation as exc:
+            raise InvalidInput(f"another {actor!r} memory of this type already has that dedup_key") from exc
+        if row is None:
+            raise MemoryNotFound(f"no memory {memory_id!r} for actor {actor!r}")
+        got = row_to_memory(row)
+        if before is not None and before[0] != got.content_hash:  # old vectors describe text that is gone
+            self._requeue(conn, [got.label], got.actor)
+        audit.append((actor, op, got.uri, got.content_hash, got.label))
         return got
 
     def delete(self, actor: str, memory_id: str) -> Memory | None:
@@ -191,6 +202,7 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
             ).fetchall()  # vectors and queued jobs go with them (ON DELETE CASCADE)
             gone = sorted((row_to_memory(r) for r in rows), key=lambda m: m.label)
             audit.extend((actor, "forget", m.uri, m.content_hash, m.label) for m in gone)
+            self._forget_journal(conn, audit, actor, gone)  # queued text and injection records go with them
             return gone
 
         gone, entries = self._db.write(body)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from embedders import EmbedderSettings, HashEmbedder, HttpEmbedder, LocalEmbedder, pick_embedder
+from embedders import DownEmbedder, EmbedderSettings, HashEmbedder, HttpEmbedder, LocalEmbedder, pick_embedder
 from embedders.chain import EmbedderChoice
 from embedders.testing import EmbeddingServer, Reply
-from pager.errors import EmbedderUnavailable
+from pager.errors import EmbedderError, EmbedderUnavailable, InvalidInput
 
 from .conftest import MODEL, TOKEN
 
@@ -119,15 +121,68 @@ def test_force_gateway_uses_it(hash_server: EmbeddingServer) -> None:
     assert isinstance(choice.embedder, HttpEmbedder)
 
 
-def test_a_forced_embedder_that_fails_is_loud(closed_port: int) -> None:
-    down = _settings(provider_url=f"http://127.0.0.1:{closed_port}", provider_model=MODEL, force="provider")
-    with pytest.raises(EmbedderUnavailable, match="forced embedder 'provider' failed.*EmbedderConnectionError"):
-        pick_embedder(down)
+def test_a_forced_embedder_that_fails_its_probe_is_chosen_down_not_replaced(
+    closed_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="mempager.embedders")
+    choice = pick_embedder(_settings(provider_url=f"http://127.0.0.1:{closed_port}", provider_model=MODEL,
+                                     force="provider"))
+    down = choice.embedder
+    assert isinstance(down, DownEmbedder) and choice.down and down.recoverable
+    assert down.name == f"http:{MODEL}@127.0.0.1"  # its own name: nothing is recorded under another model
+    assert _statuses(choice) == {"gateway": "skipped", "provider": "down", "local": "skipped", "hash": "skipped"}
+    reason = _reason(choice, "provider")
+    assert "EmbedderConnectionError" in reason and "lexical and salience lanes" in reason
+    assert "provider: down" in caplog.text and "(down)" in choice.summary()
+    with pytest.raises(EmbedderUnavailable, match="width is not known"):
+        down.dim  # noqa: B018 - no configured width, and the server is not asked again
+    with pytest.raises(EmbedderError, match="Connection refused"):
+        down.embed(["still down"])
+    with pytest.raises(InvalidInput, match="not one string"):
+        down.embed("a bare string")
+
+
+def test_a_forced_gateway_that_was_down_at_open_recovers(hash_server: EmbeddingServer) -> None:
+    hash_server.script(Reply(status=503))  # the boot probe fails; then the server is healthy
+    choice = pick_embedder(_settings(gateway_url=hash_server.url, gateway_token=TOKEN, force="gateway"))
+    down = choice.embedder
+    assert isinstance(down, DownEmbedder) and "EmbedderServerError" in _reason(choice, "gateway")
+    assert not down.answered
+    vectors = down.embed(["the server is back"], role="query")
+    assert vectors.shape == (1, 384) and np.isfinite(vectors).all() and down.answered and down.dim == 384
+    np.testing.assert_allclose(vectors, HashEmbedder(384).embed(["the server is back"]), atol=1e-6)
+    assert hash_server.requests[-1].headers["x-mempager-actor"] == "neo"
+
+
+def test_a_forced_gateway_down_at_open_keeps_its_configured_width(closed_port: int) -> None:
+    choice = pick_embedder(_settings(gateway_url=f"http://127.0.0.1:{closed_port}", gateway_token=TOKEN,
+                                     gateway_dim=384, force="gateway"))
+    assert choice.down and choice.embedder.dim == 384
+
+
+def test_a_forced_embedder_that_is_not_configured_is_loud() -> None:
     with pytest.raises(EmbedderUnavailable, match="forced embedder 'gateway' is not configured"):
         pick_embedder(_settings(force="gateway"))
 
 
+def test_a_forced_local_model_whose_package_is_missing_is_down_for_good(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # what `import` sees when it is missing
+    choice = pick_embedder(_settings(force="local", local_enabled=True))
+    down = choice.embedder
+    assert isinstance(down, DownEmbedder) and not down.recoverable
+    assert down.name == "st:all-MiniLM-L6-v2"
+    reason = _reason(choice, "local")
+    assert "MissingExtra" in reason and "mempager[local]" in reason and "cannot recover" in reason
+    with pytest.raises(EmbedderUnavailable, match="MissingExtra.*mempager\\[local\\]"):
+        down.embed(["anything"])
+    with pytest.raises(EmbedderUnavailable, match="width is not known"):
+        down.dim  # noqa: B018
+
+
 @pytest.mark.slow
-def test_force_local_with_a_bad_path_is_loud(tmp_path: Path) -> None:
-    with pytest.raises(EmbedderUnavailable, match="forced embedder 'local'.*ModelNotFound"):
-        pick_embedder(_settings(force="local", local_enabled=True, local_model=str(tmp_path / "missing")))
+def test_force_local_with_a_bad_path_is_down(tmp_path: Path) -> None:
+    choice = pick_embedder(_settings(force="local", local_enabled=True, local_model=str(tmp_path / "missing")))
+    assert isinstance(choice.embedder, DownEmbedder) and choice.embedder.name == "st:missing"
+    assert _statuses(choice)["local"] == "down" and "ModelNotFound" in _reason(choice, "local")
+    with pytest.raises(EmbedderUnavailable, match="ModelNotFound"):
+        choice.embedder.embed(["anything"])

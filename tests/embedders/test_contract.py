@@ -84,11 +84,10 @@ def test_empty_input_gives_empty_matrix(embedder: Embedder) -> None:
     assert out.shape == (0, embedder.dim) and out.dtype == np.float32
 
 
-@pytest.mark.slow
-def test_real_backends_refuse_a_bare_string_and_a_bad_role(minilm: Embedder, minilm_server: object) -> None:
-    http = HttpEmbedder.provider(minilm_server.url, model=MODEL, api_key=TOKEN)  # type: ignore[attr-defined]
-    for backend in (minilm, http):
-        with pytest.raises(InvalidInput, match="not one string"):
-            backend.embed("a whole sentence")  # would otherwise embed each character
-        with pytest.raises(InvalidInput, match="role"):
-            backend.embed(["x"], role="passage")  # type: ignore[arg-type]
+def test_refuses_a_bare_string_a_non_string_and_a_bad_role(embedder: Embedder) -> None:
+    with pytest.raises(InvalidInput, match="not one string"):
+        embedder.embed("a whole sentence")  # would otherwise embed each character
+    with pytest.raises(InvalidInput, match=r"texts\[1\] must be a str"):
+        embedder.embed(["fine", 7])  # type: ignore[list-item]
+    with pytest.raises(InvalidInput, match="role"):
+        embedder.embed(["x"], role="passage")  # type: ignore[arg-type]

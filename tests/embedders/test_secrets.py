@@ -120,6 +120,9 @@ def test_settings_and_chain_reports(logs: pytest.LogCaptureFixture, server: Embe
     choice = pick_embedder(settings)
     assert isinstance(choice.embedder, HashEmbedder)
     _assert_clean(logs, repr(settings), str(settings), repr(choice), choice.summary(), str(choice.as_report()))
-    with pytest.raises(EmbedderError) as forced:
-        pick_embedder(settings.with_(force="provider"))
-    _assert_clean(logs, *_error_texts(forced.value))
+    down = pick_embedder(settings.with_(force="provider"))  # forced and dead: chosen down, not raised
+    assert down.down
+    _assert_clean(logs, repr(down), repr(down.embedder), down.summary(), str(down.as_report()))
+    with pytest.raises(EmbedderError) as failed:
+        down.embedder.embed(["the key must not ride along"])
+    _assert_clean(logs, *_error_texts(failed.value))

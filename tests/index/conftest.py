@@ -15,7 +15,7 @@ import pytest
 import pager  # noqa: F401
 
 LOCOMO = Path(os.environ.get("MEMPAGER_LOCOMO", Path(__file__).resolve().parents[3] / "shared/data/locomo10.json"))
-N_TURNS = 2000  # of LoCoMo's 5,882: enough for a meaningful recall figure at a third of the embedding time
+N_TURNS: int | None = None  # every one of LoCoMo's 5,882 turns: recall is measured on the whole corpus
 N_QUESTIONS = 500  # of 1,986 questions: 5,000 neighbour slots for recall@10; each costs embedding time
 
 MakeVectors = Callable[..., np.ndarray]
@@ -35,8 +35,8 @@ def make_vectors() -> MakeVectors:
     return clustered
 
 
-def locomo_texts(path: Path, limit: int) -> tuple[list[str], list[str]]:
-    """Turns as "Speaker: text" (first ``limit``, in file order) and the first N_QUESTIONS questions."""
+def locomo_texts(path: Path, limit: int | None) -> tuple[list[str], list[str]]:
+    """Turns as "Speaker: text" (the first ``limit``, or all, in file order) and the first N_QUESTIONS questions."""
     samples = json.loads(path.read_text())
     turns: list[str] = []
     questions: list[str] = []

@@ -29,7 +29,7 @@ def recall_at_k(index: HnswIndex, ref: ExactIndex, queries: np.ndarray,
 def indexes(minilm_vectors: tuple[np.ndarray, np.ndarray]) -> tuple[HnswIndex, ExactIndex]:
     docs, _ = minilm_vectors
     labels = np.arange(len(docs), dtype=np.int64) * 13 + 5
-    index = HnswIndex(docs.shape[1])  # defaults: M=16, ef_construction=200, ef=64
+    index = HnswIndex(docs.shape[1])  # the defaults the semantic lane uses: M=16, ef_construction=200, ef=128
     index.add(labels, docs)
     ref = ExactIndex(docs.shape[1])
     ref.add(labels, docs)
@@ -39,6 +39,9 @@ def indexes(minilm_vectors: tuple[np.ndarray, np.ndarray]) -> tuple[HnswIndex, E
 def test_recall_at_10_vs_exact(indexes: tuple[HnswIndex, ExactIndex],
                                minilm_vectors: tuple[np.ndarray, np.ndarray]) -> None:
     index, ref = indexes
+    assert (index.ef, index.M, index.ef_construction) == (128, 16, 200)  # the lane's defaults, not tuned here
+    assert len(index) == len(minilm_vectors[0]) > 5000  # every LoCoMo turn
+    assert len(index) > 1024  # above exact_below: the graph is walked, not scanned
     assert recall_at_k(index, ref, minilm_vectors[1]) >= 0.95
 
 

@@ -27,8 +27,12 @@ def test_loader_matches_the_data_readme() -> None:
 
 
 def test_bench_cli_writes_results(tmp_path: Path) -> None:
+    sample = json.loads(DATA.read_text())[0]
+    sample["qa"] = [q for q in sample["qa"] if q.get("category") in (1, 2, 3, 4)][:24]  # a quick run
+    data = tmp_path / "locomo-sample.json"
+    data.write_text(json.dumps([sample]))
     proc = subprocess.run(
-        [sys.executable, "-m", "pager.cli", "bench", "locomo", "--data", str(DATA), "--limit", "1",
+        [sys.executable, "-m", "pager.cli", "bench", "locomo", "--data", str(data),
          "--embedder", "hash", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
@@ -40,5 +44,19 @@ def test_bench_cli_writes_results(tmp_path: Path) -> None:
     fused, lexical = configs[default], configs["lexical"]
     assert 0.0 < fused["at_k"]["10"] <= 1.0
     assert fused["at_k"]["10"] >= lexical["at_k"]["10"] - 0.05
+    # the replay behind every other row returns what retrieve itself returned, call for call
+    assert result["replay_agreement"] == 1.0
+    for c in (*configs.values(), *result["sweep"].values()):
+        assert set(c["at_k"]) == {"1", "3", "5", "10", "20"}
+        assert set(c["at_budget"]) == {"250", "500", "1000", "2000", "4000"}
+        for cat in c["by_category"].values():
+            assert set(cat["at_budget"]) == set(c["at_budget"]) and set(cat["at_k"]) == set(c["at_k"])
+        budget = [c["at_budget"][b] for b in ("250", "500", "1000", "2000", "4000")]
+        assert budget == sorted(budget)  # more room never loses evidence
+    assert result["depths"]["at_budget 4000"] > result["depths"]["at_k 10"]  # deeper when more lines fit
+    assert any(name.startswith("embedder down") for name in result["sweep"])
+    markdown = (tmp_path / "locomo.md").read_text()
+    assert "Recall at k and at a token budget" in markdown and "The weight sweep" in markdown
+    assert "4000 tok |" in markdown
+    assert all(f"| {cat}: semantic |" in markdown for cat in fused["by_category"])  # every k and budget
     assert (tmp_path / "locomo.png").stat().st_size > 10_000
-    assert "Recall at k" in (tmp_path / "locomo.md").read_text()

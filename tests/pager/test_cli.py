@@ -110,3 +110,28 @@ def test_cli_review_sweep_feedback(tmp_path: Path) -> None:
     assert "success applied to 1 patterns" in run(tmp_path, "feedback", "t1", "success").stdout
     swept = json.loads(run(tmp_path, "sweep", "--json").stdout)
     assert set(swept) == {"promoted", "demoted", "flagged_for_removal", "inversions_proposed"}
+
+
+def test_cli_recall_filters_by_source_and_tags(tmp_path: Path) -> None:
+    import pager
+    from pager import PagerConfig
+
+    with pager.open(tmp_path / "cli.duckdb", actor="default", config=PagerConfig(embedder="hash")) as p:
+        said = p.remember_fact("Deploy window is Tuesday.", source="user", tags=["ops", "deploy"])
+        seen = p.remember_fact("Deploy failed on Friday.", source="observed", tags=["ops"])
+        guess = p.remember_fact("Deploy might move to Monday.", source="llm", tags=["deploy"])
+
+    def uris(*args: str) -> set[str]:
+        return {m["uri"] for m in json.loads(run(tmp_path, "recall", *args, "--json").stdout)}
+
+    assert uris() == {said, seen, guess}
+    assert uris("--source", "observed") == {seen}
+    assert uris("--source", "user", "--source", "llm") == {said, guess}
+    assert uris("--tag", "deploy") == {said, guess}
+    assert uris("--tags", "ops", "--tag", "deploy") == {said}  # every tag given must be present
+    assert uris("deploy", "--source", "llm", "--tag", "deploy") == {guess}  # with a query too
+    assert uris("deploy", "--tag", "nowhere") == set()
+    plain = run(tmp_path, "recall", "--source", "observed").stdout
+    assert "Deploy failed on Friday." in plain and "Tuesday" not in plain
+    bad = run(tmp_path, "recall", "--source", "rumour", ok=False)
+    assert bad.returncode == 2 and bad.stderr.startswith("mempager: error: ") and "rumour" in bad.stderr

@@ -10,7 +10,7 @@ import pytest
 
 import pager
 from embedders.hashing import HashEmbedder
-from pager import MemoryNotFound, PagerConfig
+from pager import MemoryNotFound, PagerConfig, PatternSpec
 from pager.types import FloatMatrix, Role
 
 CANARY = "CANARY-9d41f7 the user's passport number is X1234567"
@@ -19,15 +19,19 @@ CANARY = "CANARY-9d41f7 the user's passport number is X1234567"
 class MarkedEmbedder:
     """The real hash embedder, except the canary gets an unmistakable vector we can grep for."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "marked-hash-64") -> None:
         self._inner = HashEmbedder(dim=64)
-        rng = np.random.default_rng(1234)
-        vec = rng.standard_normal(64).astype(np.float32)
-        self.marked = (vec / np.linalg.norm(vec)).astype(np.float32)
+        self._name = name
+        # Entries of +-1/8: the norm is exactly 1, so no layer's re-normalisation changes a bit and
+        # the stored, indexed and saved copies are all byte-identical to this needle.
+        signs = np.random.default_rng(1234).choice([-1.0, 1.0], size=64)
+        self.marked = (signs / 8.0).astype(np.float32)
+        assert float(np.linalg.norm(self.marked)) == 1.0
+        self.needles = [b"9d41f7", self.marked.tobytes()]  # "9d41f7": any case, any tokenisation
 
     @property
     def name(self) -> str:
-        return "marked-hash-64"
+        return self._name
 
     @property
     def dim(self) -> int:
@@ -55,9 +59,17 @@ def hits(store_path: Path, needles: list[bytes]) -> dict[str, int]:
     return {k: v for k, v in out.items() if v}
 
 
+def assert_visible(store_path: Path, needles: list[bytes]) -> None:
+    """Before the forget, the scan must see the text and the vector, in the store and the indexes."""
+    where = {n: {f.name.split("-")[0] for f in owned_files(store_path) if n in f.read_bytes()} for n in needles}
+    text, vector = needles
+    assert {"agent.duckdb", "lexical"} <= where[text], where
+    assert {"agent.duckdb", "vectors", "hnsw"} <= where[vector], where
+
+
 def test_hard_forget_leaves_no_bytes(store_path: Path) -> None:
     emb = MarkedEmbedder()
-    needles = [b"CANARY-9d41f7", emb.marked[:8].tobytes(), emb.marked[-8:].tobytes()]
+    needles = emb.needles
     cfg = PagerConfig(embedder="hash")
     with pager.open(store_path, actor="neo", config=cfg, embedder=emb) as p:
         p.remember_many([{"type": "event", "text": f"filler event {i} about the weather"} for i in range(3000)])
@@ -66,7 +78,7 @@ def test_hard_forget_leaves_no_bytes(store_path: Path) -> None:
         assert p.sync(timeout=120)
         p.store.checkpoint()
         p.semantic.save()
-    assert hits(store_path, needles), "the scan must be able to see the canary before it is forgotten"
+    assert_visible(store_path, needles)
     with pager.open(store_path, actor="neo", config=cfg, embedder=emb) as p:
         assert [m.uri for m in p.recall("passport")] == [uri]
         assert p.get(uri).label in p.semantic
@@ -99,3 +111,101 @@ def test_forget_where_and_actor_scope(store_path: Path) -> None:
         assert p.forget(actor="neo", where={"query": "old"}, hard=False) == 2
     with pager.open(store_path, actor="bob", config=cfg) as b:
         assert [m.text for m in b.recall()] == ["Bob's event stays"]
+
+
+COPILOT = PagerConfig(embedder="hash", memory_mode="copilot")
+
+
+def test_hard_forget_in_copilot_mode_leaves_no_bytes(store_path: Path) -> None:
+    """The review queue held the canary (queued, accepted, queued again, a rejected variant, an
+    inversion of a pattern named after it): forgetting the memories erases every copy."""
+    emb = MarkedEmbedder()
+    needles = emb.needles
+    with pager.open(store_path, actor="neo", config=COPILOT, embedder=emb) as p:
+        p.remember_many([{"type": "event", "text": f"filler event {i} about the weather"} for i in range(500)])
+        held = p.remember_fact(CANARY, source="llm", confidence=0.3)
+        assert held.startswith("review://")
+        uri = p.decide(p.review()[0].id, accept=True)
+        assert uri is not None and p.get(uri).text == CANARY
+        again = p.remember_fact(CANARY, source="llm", confidence=0.3)  # the agent says it again
+        p.remember_fact("CANARY-9d41f7 maybe the passport expires in May", source="llm", confidence=0.2)
+        p.decide(p.review()[-1].id, accept=False)  # rejected: its row keeps no text from now on
+        spec = PatternSpec(name="CANARY-9d41f7 renew the passport", trigger="renew the passport", steps=["go"])
+        for _ in range(3):
+            pattern_uri = p.reinforce_pattern(spec)
+        for i in range(7):  # 7 failures > 2 x 3 successes: an inversion is proposed
+            p.page("renew the passport", "how", turn=f"t{i}")
+            assert p.feedback(f"t{i}", "failure") == 1
+        assert [i.kind for i in p.review()] == ["memory", "inversion"]
+        assert again.endswith(p.review()[0].id) and "AVOID: CANARY-9d41f7" in p.review()[1].payload["text"]
+        assert all("text" not in i.payload for i in p.review(status=None) if i.status != "pending")
+        assert p.sync(timeout=60)
+        p.store.checkpoint()
+        p.semantic.save()
+    assert_visible(store_path, needles)
+    with pager.open(store_path, actor="neo", config=COPILOT, embedder=emb) as p:
+        assert p.forget(uri) == 1
+        assert p.forget(pattern_uri) == 1
+        assert hits(store_path, needles) == {}
+        left = p.review(status=None)
+        assert [i.status for i in left] == ["rejected"]  # the rejected variant: a decision, no text
+        assert "CANARY" not in repr(left) and p.store.injections("neo", "t0") == []
+        assert p.stats()["memories"] == 500 and p.verify_audit().ok
+    assert hits(store_path, needles) == {}
+
+
+def test_forget_where_leaves_no_bytes(store_path: Path) -> None:
+    """forget(actor=, where=) erases the matching memories, their vectors in every model's saved
+    index, and the matching texts still waiting in the review queue; nothing else."""
+    old, new = MarkedEmbedder("marked-hash-64-a"), MarkedEmbedder("marked-hash-64-b")
+    needles = old.needles
+    with pager.open(store_path, actor="neo", config=COPILOT, embedder=old) as p:
+        p.remember_many([{"type": "event", "text": f"filler event {i} about the weather"} for i in range(300)])
+        doomed = [p.remember_fact(f"CANARY-9d41f7 passport fact {i}") for i in range(3)]
+        doomed.append(p.remember_user_fact("CANARY-9d41f7 the passport is in the drawer"))
+        p.remember_fact("CANARY-9d41f7 passport guess", source="llm", confidence=0.1)  # queued
+        p.remember_fact("the user may prefer green tea", source="llm", confidence=0.1)  # queued, stays
+        assert len(p.review()) == 2
+        assert p.sync(timeout=60)
+    with pager.open(store_path, actor="neo", config=COPILOT, embedder=new) as p:  # a new model
+        assert p.sync(timeout=60)
+        p.store.checkpoint()
+        p.semantic.save()
+    assert_visible(store_path, needles)
+    old_index = [f for f in owned_files(store_path) if f.parent.name.startswith("marked-hash-64-a")]
+    assert any(needles[1] in f.read_bytes() for f in old_index), "the old model's saved index holds the vector"
+    with pager.open(store_path, actor="bob", config=COPILOT) as b:
+        b.remember_fact("bob keeps his passport", source="llm", confidence=0.1)
+    with pager.open(store_path, actor="neo", config=COPILOT, embedder=new) as p:
+        assert p.forget(actor="neo", where={"query": "passport"}) == 4
+        assert hits(store_path, needles) == {}
+        assert [i.payload["text"] for i in p.review()] == ["the user may prefer green tea"]
+        for uri in doomed:
+            with pytest.raises(MemoryNotFound):
+                p.get(uri)
+        assert p.stats()["memories"] == 300 and p.verify_audit().ok
+        assert p.forget(actor="neo", where={}) == 300  # everything, the whole review queue too
+        assert p.review(status=None) == []
+    assert hits(store_path, needles) == {}
+    with pager.open(store_path, actor="bob", config=COPILOT) as b:
+        assert [i.payload["text"] for i in b.review()] == ["bob keeps his passport"]
+
+
+def test_forget_where_matches_queued_texts_like_recall(store_path: Path) -> None:
+    with pager.open(store_path, actor="neo", config=COPILOT) as p:
+        queued = {
+            "event": p.remember("event", "went to Lisbon", source="llm", confidence=0.1,
+                                created_at="2023-05-08T10:00:00", tags=["trip"]),
+            "fact": p.remember_fact("Lisbon is sunny", source="consolidation", confidence=0.1, tags=["trip"]),
+            "late": p.remember("event", "went to Porto", source="llm", confidence=0.1,
+                               created_at="2024-01-01T10:00:00"),
+        }
+        assert all(u.startswith("review://") for u in queued.values())
+        assert p.forget(actor="neo", where={"types": ["event"], "until": "2023-12-31"}) == 0
+        assert [i.payload["text"] for i in p.review()] == ["Lisbon is sunny", "went to Porto"]
+        assert p.forget(actor="neo", where={"source": ["llm"]}) == 0
+        assert [i.payload["text"] for i in p.review()] == ["Lisbon is sunny"]
+        assert p.forget(actor="neo", where={"tags": ["other"]}) == 0
+        assert len(p.review()) == 1
+        assert p.forget(actor="neo", where={"query": "lisbon", "tags": ["trip"]}) == 0
+        assert p.review() == []

@@ -3,33 +3,48 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pager
-from pager import PagerConfig, estimate_tokens
-from pager.fusion import fuse_scores
+from pager import PagerConfig, PatternSpec, estimate_tokens
+from pager.fusion import Cut, fuse_scores
+from pager.page import render_snippet
+from pager.salience import params_from_config
 from pager.tokens import is_high_entropy
 
 
 def test_each_lane_alone_can_reach_the_page(store_path: Path) -> None:
-    cfg = PagerConfig(embedder="local")
-    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
-        lexical_only = p.remember_fact("Deploy token rotation id QX-4471-ZETA is handled by the vault agent.")
-        for i in range(30):
-            p.remember_fact(f"Unrelated note {i} about gardening and tomatoes.")
+    # lane_depth 5: with k=8 each lane looks 16 deep, so 20 closer vectors keep a memory out of
+    # the semantic lane's list (its score is still looked up, which is what fusion weighs)
+    cfg = PagerConfig(embedder="hash", lane_depth=5)
+    with pager.open(store_path, actor="neo", config=cfg) as p:
+        lexical_only = p.remember_fact(
+            "Among the garden notes kept over the years about roses, tulips, hedges, compost, watering "
+            "schedules, pruning shears, soil acidity, mulch beds and the greenhouse heater, "
+            "one flower was zygomorphic.")
+        for i in range(20):  # share the query's character trigrams but not its word: semantic, not lexical
+            p.remember_fact(f"zygomorphicx{i}")
+        semantic_only = p.remember_fact("Photosynthetic organisms convert sunlight.")
         assert p.sync(timeout=60)
-        hits = {h.uri: h for h in p.retrieve("QX-4471-ZETA", k=3)}
-        assert lexical_only in hits and "lexical" in hits[lexical_only].lanes
+
+        def lanes_in_page(query: str, uri: str) -> set[str]:
+            page = p.page(None, query)
+            hits = {s.uri: s for s in page.snippets}
+            assert uri in hits, page.report.table()
+            assert uri in page.render()
+            return set(hits[uri].lanes)
+
+        assert lanes_in_page("zygomorphic", lexical_only) == {"lexical"}
+        assert lanes_in_page("photosynthesis", semantic_only) == {"semantic"}  # no word in common
         p.workers.stop()  # nothing new gets a vector from here on
         fresh = p.remember_fact("Reminder to self: call mom on sunday")
-        vague = p.retrieve("anything new?", k=3)  # no shared words: only salience sees it
-        assert vague[0].uri == fresh and set(vague[0].lanes) == {"salience"}
-    del cfg
+        assert lanes_in_page("anything new?", fresh) == {"salience"}  # no shared word, no vector yet
 
 
 @pytest.mark.slow
@@ -76,53 +91,185 @@ def test_same_store_same_query_same_page_across_reopen(store_path: Path) -> None
                    .filter(str.strip), min_size=1, max_size=25),
     budget=st.integers(min_value=1, max_value=600),
     page_budget=st.integers(min_value=50, max_value=3000),
+    patterns=st.integers(min_value=0, max_value=3),
+    patterns_budget=st.integers(min_value=1, max_value=400),
 )
-def test_budgets_are_never_exceeded(tmp_path_factory, texts: list[str], budget: int, page_budget: int) -> None:  # type: ignore[no-untyped-def]
+def test_budgets_are_never_exceeded(tmp_path_factory, texts: list[str], budget: int, page_budget: int,  # type: ignore[no-untyped-def]
+                                    patterns: int, patterns_budget: int) -> None:
     cfg = PagerConfig(embedder="hash", retrieval_budget_tokens=budget, page_budget_tokens=page_budget,
-                      pinned_budget_tokens=min(page_budget, 200))
+                      pinned_budget_tokens=min(page_budget, 200), patterns_budget_tokens=patterns_budget)
     with pager.open(tmp_path_factory.mktemp("b") / "b.duckdb", actor="neo", config=cfg) as p:
         p.remember_many([{"type": "fact", "text": t} for t in texts])
         p.remember_user_fact("The user is Ana.")
+        p.add_rule(texts[-1])  # a pinned block of random size: sometimes it leaves the page no room
+        for i in range(patterns):
+            for _ in range(cfg.min_pattern_successes):
+                p.reinforce_pattern(PatternSpec(name=f"ship {i}", trigger="ship the release",
+                                                steps=[t[:120] for t in texts[:3]]))
         for query in ["the", texts[0][:40] or "x"]:
             snippets = p.retrieve(query)
             assert sum(s.tokens for s in snippets) <= budget
-            page = p.page("goal", query)
-            assert page.report.sections["retrieved"].tokens <= page.report.sections["retrieved"].budget
-            assert page.report.sections["pinned"].tokens <= cfg.pinned_budget_tokens
-            block = "\n".join(line for line in page.render().split("\n") if line.startswith("- ["))
-            assert estimate_tokens(block) <= max(budget, 1) + len(snippets)
+            # a snippet is charged its rendered line, so the budget holds for the text the model sees
+            assert all(s.tokens == estimate_tokens(render_snippet(s) + "\n") for s in snippets)
+            page = p.page("ship the release", query)
+            report, rendered = page.report, page.render()
+            for name in ("pinned", "patterns", "retrieved"):
+                assert report.sections[name].tokens <= report.sections[name].budget, name
+            assert report.sections["patterns"].budget <= patterns_budget
+            assert report.sections["pinned"].budget == cfg.pinned_budget_tokens
+            assert report.total_tokens <= page_budget
+            assert estimate_tokens(rendered) <= page_budget
+            memory_lines = [line for line in rendered.split("\n") if line.startswith("- [")]
+            assert len(memory_lines) == len(page.snippets)
+            assert sum(estimate_tokens(line + "\n") for line in memory_lines) == report.sections["retrieved"].tokens
+
+
+def test_page_gives_retrieval_no_room_when_pinned_fills_the_page(store_path: Path) -> None:
+    cfg = PagerConfig(embedder="hash", page_budget_tokens=60, pinned_budget_tokens=60)
+    with pager.open(store_path, actor="neo", config=cfg) as p:
+        p.add_rule("Always answer in French, quote sources, and never reveal the deploy keys to anyone. " * 3)
+        fact = p.remember_fact("The deploy key id is 7f3a9c2e.")
+        page = p.page(None, "deploy key id")
+        assert page.report.sections["retrieved"].budget == 0 and page.snippets == ()
+        assert estimate_tokens(page.render()) <= 60
+        assert any(c.uri == fact and c.reason == "budget" for c in page.report.cuts)  # still explained
 
 
 def test_verbatim_identifier_never_split_in_a_page(store_path: Path) -> None:
-    ident = "0x9f2c4e7a1b3d5f60a8c2e4f6b8d0a1c3e5f7a9b1"
-    cfg = PagerConfig(embedder="hash", retrieval_budget_tokens=120)
+    ident = "0x9f2c4e7a1b3d5f60a8c2e4f6b8d0a1c3e5f7a9b1"  # one 42-byte word: cut bytes would corrupt it
+    cfg = PagerConfig(embedder="hash")
     with pager.open(store_path, actor="neo", config=cfg) as p:
-        p.remember_fact("The payout address is " + ident + " and " + "padding words " * 200)
-        for budget in range(40, 120, 7):
-            (hit,) = p.retrieve(ident, k=1, budget=budget) or [None]
-            if hit is None:
+        p.remember_fact("Ledger notes: " + "padding words " * 20 + ident + " is the payout address; "
+                        + "trailing words " * 100)
+        outcomes = set()
+        for budget in range(40, 160):  # the cut moves 4 bytes a step, across the identifier's 42
+            hits = p.retrieve(ident, k=1, budget=budget)
+            if not hits:
                 continue
-            tokens = re.findall(r"\S+", hit.text)
-            assert all(ident.startswith(t.rstrip(",.")) is False or t.rstrip(",.") == ident
-                       for t in tokens if is_high_entropy(t))
+            (hit,) = hits
+            assert hit.truncated and hit.tokens <= budget
+            line = render_snippet(hit)
+            whole = ident in line
+            assert whole or ident[:6] not in line, line[-80:]
+            outcomes.add(whole)
+            assert all(t.strip(",.;") == ident or not ident.startswith(t.strip(",.;"))
+                       for t in re.findall(r"\S+", hit.text) if is_high_entropy(t))
+        assert outcomes == {True, False}  # the truncation point did fall on the identifier
+
+
+def test_forget_removes_from_every_lane_index(store_path: Path) -> None:
+    """Not through retrieve (it re-checks the store): each lane's own index must drop the memory."""
+    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
+
+        def lexical(words: str) -> set[int]:
+            return {x for x, _ in p.lexical.search_scored(words, 10, [])[0]} | {x for x, _ in p.lexical.match(words)}
+
+        def semantic(words: str) -> set[int]:
+            return {x for x, _ in p.semantic.search_vector(p.semantic.embed_query(words), 10)}
+
+        def salience() -> set[int]:
+            params = params_from_config(p.config, p.clock())
+            return {x for x, _ in p.store.salience(p.actor, p.config.salience_types, params, 10)}
+
+        uri = p.remember_fact("The canary is yellow-7731.")
+        p.remember_fact("The sparrow is brown.")
+        assert p.sync(timeout=60)
+        label = p.get(uri).label
+        assert label in lexical("canary yellow-7731") and label in semantic("canary yellow-7731")
+        p.workers.stop()
+        unembedded = p.remember_fact("The heron is grey-5512.")
+        fresh = p.get(unembedded).label
+        assert fresh in p.semantic.unembedded_labels() and fresh in lexical("heron grey-5512")
+        assert {label, fresh} <= salience()
+        p.forget(uri)
+        p.forget(unembedded)
+        for gone, words in ((label, "canary yellow-7731"), (fresh, "heron grey-5512")):
+            assert gone not in lexical(words)
+            assert gone not in semantic(words) and gone not in p.semantic
+            assert gone not in p.semantic.unembedded_labels()
+            assert gone not in salience()
 
 
 def test_report_explains_every_cut(store_path: Path) -> None:
-    cfg = PagerConfig(embedder="hash", retrieval_top_k=3)
+    cfg = PagerConfig(embedder="hash", retrieval_top_k=3, retrieval_budget_tokens=140)
     with pager.open(store_path, actor="neo", config=cfg) as p:
-        p.remember_user_fact("Deploys happen on Tuesdays.")
-        old = p.set_goal("deploy the service")
-        p.set_goal("deploy the service today")
-        for i in range(10):
+        profile = p.remember_user_fact("Deploys happen on Tuesdays.")
+        old_goal = p.set_goal("deploy the service")
+        goal = p.set_goal("deploy the service today")
+        for _ in range(cfg.min_pattern_successes):
+            pattern = p.reinforce_pattern(PatternSpec(name="deploy checklist", trigger="deploy the service",
+                                                      steps=["run the deploy checklist"]))
+        long = p.remember_fact("Deploy checklist for the service on Tuesdays, in full: "
+                               + " ".join(f"step{i} deploy checklist service" for i in range(30)))
+        for i in range(6):
             p.remember_fact(f"Deploy note {i}: run the checklist.")
-        p.sync(timeout=60)
-        page = p.page("deploy the service today", "deploy checklist Tuesdays service")
-        reasons = {c.reason for c in page.report.cuts}
-        assert {"top_k", "pinned"} <= reasons
-        allowed = {"budget", "top_k", "dedup", "pinned", "superseded", "missing", "decay", "below_threshold"}
-        assert reasons <= allowed
-        assert all(c.detail for c in page.report.cuts)
+        expired = p.remember_fact("Deploy freeze checklist for the service until the audit ends.")
+        p.update(expired, valid_until="2000-01-01")
+        tips = {p.remember_fact(f"Gardening tip {i}: water tomatoes at dawn.") for i in range(10)}
+        assert p.sync(timeout=60)
+        pages = [p.page("deploy the service today", "deploy checklist Tuesdays service"),  # a long first hit
+                 p.page("deploy the service today", "deploy note run")]  # short hits: k binds first
+        # a stale index entry (its memory deleted behind the cache's back) that matches the query best
+        p.semantic.add(np.array([999_999]), p.semantic.embed_query("xylophone").reshape(1, -1))
+        p.workers.stop()  # what follows stays unembedded: only the salience lane ranks it
+        for i in range(3):
+            p.remember_fact(f"Fresh thought {i}: call mom.")
+        old_event = p.remember("event", "Lisbon trip with the cousins.",
+                               created_at=datetime.now(timezone.utc) - timedelta(days=200))
+        pages.append(p.page(None, "xylophone"))  # shares no word and no meaning with anything stored
+
+    assert pages[0].snippets[0].uri == long and pages[0].snippets[0].truncated
+    cuts = [c for page in pages for c in page.report.cuts]
+    by_reason: dict[str, list[Cut]] = {}
+    for cut in cuts:
+        by_reason.setdefault(cut.reason, []).append(cut)
+    assert set(by_reason) == {"budget", "top_k", "pinned", "dedup", "superseded", "decay", "below_threshold",
+                              "missing"}
+    details = {(c.uri, c.reason): c.detail for c in cuts}
+    assert all(re.fullmatch(r"needs \d+ tokens, \d+ left|section full: \d+ of 140 tokens used", c.detail)
+               for c in by_reason["budget"])
+    assert all(c.detail in ("already 3 snippets", "ranked below the 3 snippets taken") for c in by_reason["top_k"])
+    assert details[(profile, "pinned")] == details[(goal, "pinned")] == "already in the pinned block"
+    assert {c.uri for c in by_reason["dedup"]} == {pattern}
+    assert details[(pattern, "dedup")] == "already shown in the procedures section"
+    assert pattern in {x.uri for x in pages[0].patterns}  # it is on the page, once
+    assert details[(old_goal, "superseded")] == f"superseded by {goal}"
+    assert details[(expired, "superseded")] == "expired"
+    assert details[("label:999999", "missing")] == "index hit not in store"
+    assert tips <= {c.uri for c in by_reason["below_threshold"]}
+    assert all(c.detail == "no lane scored it above its floor" for c in by_reason["below_threshold"])
+    (decayed,) = by_reason["decay"]
+    assert decayed.uri == old_event and set(decayed.lanes) == {"salience"}
+    assert re.fullmatch(r"(already 3 snippets|ranked below the 3 snippets taken); "
+                        r"recency ×0\.01 \(age 200 d, half-life 30 d\)", decayed.detail)
+    for page in pages:
         table = page.report.table()
-        for cut in page.report.cuts:
-            assert cut.uri in table
-        assert old not in {s.uri for s in page.snippets}
+        assert all(c.uri in table and c.reason in table for c in page.report.cuts)
+        assert all(c.lanes for c in page.report.cuts)  # every cut says which lanes had found it
+
+
+def test_report_breaks_the_salience_score_into_its_terms(store_path: Path) -> None:
+    frozen = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
+        p.clock = lambda: frozen
+        p.remember_fact("Deploy keys live in the vault.")
+        assert p.sync(timeout=60)
+        p.workers.stop()
+        fresh = p.remember_fact("Reminder: water the plants.", importance=0.8,
+                                created_at=frozen - timedelta(days=90))
+        page = p.page(None, "anything new?")
+        (entry,) = [s for s in page.report.snippets if s.uri == fresh]
+        assert entry.salience is not None and entry.lanes.keys() == {"salience"}
+        weights = p.config.salience_weights
+        half_life = p.config.half_life_days["fact"]
+        assert entry.salience["recency"] == pytest.approx(weights["recency"] * 0.5 ** (90 / half_life), abs=1e-5)
+        assert entry.salience["importance"] == pytest.approx(weights["importance"] * 0.8, abs=1e-5)
+        assert entry.salience["access"] == 0.0
+        parts = sum(entry.salience[k] for k in ("recency", "importance", "strength", "access"))
+        assert entry.salience["total"] == pytest.approx(parts, abs=1e-5)
+        # the terms add up to the score the salience lane ranked it by
+        assert entry.salience["total"] == pytest.approx(entry.lanes["salience"]["score"], abs=1e-5)
+        assert all(s.salience is None for s in page.report.snippets if "salience" not in s.lanes)
+        assert page.report.to_dict()["snippets"][0]["salience"] == page.report.snippets[0].salience
+        assert f"salience {entry.salience['total']:.3f} = recency {entry.salience['recency']:.3f}" \
+            in page.report.table()

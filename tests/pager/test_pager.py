@@ -189,3 +189,53 @@ def test_page_report_explains_cuts(hash_pager) -> None:  # type: ignore[no-untyp
     assert "CUT" in table and "pinned" in table
     assert page.report.to_dict()["total_tokens"] == page.report.total_tokens
     assert page.render().count("ship it") == 1  # pinned goal not repeated as a snippet
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("hnsw_m", 1), ("hnsw_m", 16.0), ("hnsw_ef_construction", 0), ("hnsw_ef", -3), ("hnsw_ef", True),
+        ("hnsw_max_deleted_share", 0.0), ("hnsw_max_deleted_share", 1.5), ("hnsw_max_deleted_share", "0.2"),
+        ("embed_max_attempts", 0), ("embed_backoff_seconds", 0), ("embed_backoff_seconds", float("nan")),
+        ("embed_max_backoff_seconds", float("inf")),
+    ],
+)
+def test_hnsw_and_retry_settings_are_validated_quoting_the_bad_value(field: str, bad: object) -> None:
+    with pytest.raises(pager.ConfigError, match=field) as caught:
+        PagerConfig(**{field: bad})  # type: ignore[arg-type]
+    assert repr(bad) in str(caught.value)
+
+
+def test_a_backoff_cap_below_the_first_backoff_is_refused() -> None:
+    message = r"embed_max_backoff_seconds \(0\.5\) must be >= embed_backoff_seconds \(2\.0\)"
+    with pytest.raises(pager.ConfigError, match=message):
+        PagerConfig(embed_backoff_seconds=2.0, embed_max_backoff_seconds=0.5)
+
+
+def test_hnsw_and_retry_settings_reach_the_lane_and_the_workers(store_path: Path) -> None:
+    default = PagerConfig()
+    assert (default.hnsw_m, default.hnsw_ef_construction, default.hnsw_ef, default.hnsw_max_deleted_share) == (
+        16, 200, 128, 0.2)
+    cfg = PagerConfig(embedder="hash", hnsw_m=8, hnsw_ef_construction=40, hnsw_ef=77, hnsw_max_deleted_share=0.5,
+                      embed_max_attempts=2, embed_backoff_seconds=0.5, embed_max_backoff_seconds=4.0)
+    with pager.open(store_path, actor="neo", config=cfg) as p:
+        p.remember_many([{"type": "fact", "text": f"fact {i}"} for i in range(20)])
+        assert p.sync(timeout=30)
+        index = p.semantic.index
+        assert (index.M, index.ef_construction, index.ef) == (8, 40, 77)
+        assert (p.workers.max_attempts, p.workers.backoff, p.workers.max_backoff) == (2, 0.5, 4.0)
+        uris = p.recall(limit=20)
+        for memory in uris[:9]:  # 45% deleted: under the configured 50%, so no rebuild yet
+            p.forget(memory.uri, hard=False)
+        assert index.deleted_share() == pytest.approx(9 / 20) and p.semantic.index is index
+        p.forget(uris[9].uri, hard=False)
+        p.forget(uris[10].uri, hard=False)  # 11 of 20 > 50%: rebuilt, tombstones gone
+        assert p.semantic.index.deleted_share() == 0.0 and len(p.semantic) == 9
+
+
+def test_float_settings_are_read_from_the_environment() -> None:
+    cfg = PagerConfig.from_env({"MEMPAGER_HNSW_EF": "200", "MEMPAGER_EMBED_MAX_BACKOFF_SECONDS": "2.5",
+                                "MEMPAGER_HNSW_MAX_DELETED_SHARE": "0.3"})
+    assert (cfg.hnsw_ef, cfg.embed_max_backoff_seconds, cfg.hnsw_max_deleted_share) == (200, 2.5, 0.3)
+    with pytest.raises(pager.ConfigError, match="MEMPAGER_EMBED_BACKOFF_SECONDS must be a number, got 'soon'"):
+        PagerConfig.from_env({"MEMPAGER_EMBED_BACKOFF_SECONDS": "soon"})

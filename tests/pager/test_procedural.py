@@ -220,3 +220,145 @@ def test_learned_rules_share_the_lifecycle(p) -> None:  # type: ignore[no-untype
     (pat,) = p.patterns()
     assert pat.uri == uri and pat.successes == 3
     assert "Always run the migration dry-run" not in p.pinned()  # learned rules are not inviolable
+
+
+def test_sweep_promotes_one_level_at_its_exact_thresholds(p) -> None:  # type: ignore[no-untyped-def]
+    """A pattern whose state outgrew its maturity (here: confidence set by hand) is promoted by sweep."""
+    a = p.write_pattern(spec("a"), strength=0.6, coverage=10)
+    b = p.write_pattern(spec("b"), strength=0.4, coverage=3)
+    c = p.write_pattern(spec("c"), strength=0.4, coverage=20)
+    assert {x.label: x.maturity for x in p.patterns()} == {"a": "established", "b": "nascent", "c": "nascent"}
+    p.update(a, confidence=0.8)  # proven needs > 0.8
+    p.update(b, confidence=0.49)  # established needs >= 0.5
+    assert p.sweep()["promoted"] == 0
+    p.update(a, confidence=0.81)
+    p.update(b, confidence=0.5)
+    p.update(c, confidence=0.95)
+    assert p.sweep() == {"promoted": 3, "demoted": 0, "flagged_for_removal": 0, "inversions_proposed": 0}
+    assert {x.label: x.maturity for x in p.patterns()} == {"a": "proven", "b": "established", "c": "established"}
+    assert p.sweep()["promoted"] == 1  # c: one level per sweep
+    assert p.patterns()[2].maturity == "proven" and p.sweep()["promoted"] == 0
+
+
+def test_sweep_flags_removal_at_its_exact_threshold_and_keeps_the_pattern(p) -> None:  # type: ignore[no-untyped-def]
+    uri = p.write_pattern(spec("flaky"), strength=0.5, coverage=3)
+    for i in range(4):  # 4 failures > 3 successes, but not > 2 x 3: no inversion
+        p.page("deploy the billing service", "how", turn=f"f{i}")
+        p.feedback(f"f{i}", "failure")
+    (pat,) = p.patterns()
+    assert (pat.successes, pat.failures, pat.confidence) == (3, 4, 0.0)
+    assert p.sweep() == {"promoted": 0, "demoted": 0, "flagged_for_removal": 1, "inversions_proposed": 0}
+    assert p.get(uri).metadata["flagged"] == "removal" and p.review() == []
+    p.update(uri, confidence=0.2)
+    p.clock = lambda: T0 + timedelta(days=90)  # decayed exactly 0.1: not below it
+    assert p.sweep()["flagged_for_removal"] == 0 and p.get(uri).metadata["flagged"] == "demotion"
+    p.clock = lambda: T0 + timedelta(days=90, hours=1)
+    assert p.sweep()["flagged_for_removal"] == 1 and p.get(uri).metadata["flagged"] == "removal"
+    assert p.stats()["memories"] == 1 and p.get(uri).text == spec("flaky").encode()  # flagged, never deleted
+
+
+def test_copilot_gate_at_its_exact_default_threshold(store_path: Path) -> None:
+    cfg = PagerConfig(embedder="hash", memory_mode="copilot")
+    assert cfg.copilot_min_confidence == 0.7
+    with pager.open(store_path, actor="neo", config=cfg) as p:
+        assert p.remember_fact("kept at 0.7", source="llm", confidence=0.7).startswith("mem://")
+        assert p.remember_fact("queued at 0.69", source="llm", confidence=0.69).startswith("review://")
+        assert p.remember_fact("consolidated at 0.7", source="consolidation", confidence=0.7).startswith("mem://")
+        assert [i.payload["text"] for i in p.review()] == ["queued at 0.69"]
+
+
+def test_confidence_clamps_at_one_after_many_successes(p) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(30):
+        p.reinforce_pattern(spec("ship"))
+    for i in range(5):
+        p.page("deploy the billing service", "how", turn=f"s{i}")
+        assert p.feedback(f"s{i}", "success") == 1
+    (pat,) = p.patterns()
+    assert pat.confidence == 1.0 and pat.successes == 35 and pat.maturity == "proven"
+    p.page("deploy the billing service", "how", turn="f")
+    p.feedback("f", "failure")
+    assert p.patterns()[0].confidence == pytest.approx(0.8)  # one failure from the clamp, not from 1.55
+
+
+def test_lifecycle_stage_is_reported(p) -> None:  # type: ignore[no-untyped-def]
+    def stages() -> dict[str, str]:
+        return {x.label: x.stage for x in p.patterns(include_inactive=True)}
+
+    for _ in range(3):
+        p.reinforce_pattern(spec("bad"))
+    for i in range(7):
+        p.page("deploy the billing service", "how", turn=f"b{i}")
+        p.feedback(f"b{i}", "failure")
+    p.decide(p.review()[0].id, accept=True)
+    assert stages() == {"bad": "inverted",
+                        "AVOID: bad — this pattern has caused repeated issues (7 failures vs 3 successes)":
+                        "anti-pattern"}
+    p.reinforce_pattern(spec("new"))
+    for _ in range(3):
+        p.reinforce_pattern(spec("used"))
+    p.write_pattern(spec("veteran"), strength=0.85, coverage=10)
+    p.write_pattern(spec("stale"), strength=0.6, coverage=5)
+    got = stages()
+    assert [got[k] for k in ("new", "used", "veteran", "stale")] == ["candidate", "reinforced", "proven", "reinforced"]
+    stale = p.recall_pattern("stale")
+    p.update(stale.uri, metadata={**stale.memory.metadata, "last_applied_at": (T0 - timedelta(days=90)).isoformat()})
+    assert stages()["stale"] == "reinforced"  # 0.6 decayed to 0.3 is not below 0.3 ...
+    p.clock = lambda: T0 + timedelta(hours=1)
+    assert stages()["stale"] == "decayed"  # ... an hour later it is
+    assert p.stats()["patterns_by_stage"] == {"candidate": 1, "reinforced": 1, "proven": 1, "decayed": 1,
+                                              "inverted": 1, "anti-pattern": 1}
+
+
+def test_accepting_a_queued_memory_keeps_every_field_and_happens_once(store_path: Path) -> None:
+    cfg = PagerConfig(embedder="hash", memory_mode="copilot")
+    with pager.open(store_path, actor="neo", config=cfg) as p:
+        held = p.remember("event", "Flew to Lisbon", source="llm", confidence=0.3, importance=0.9, strength=0.7,
+                          created_at="2023-05-08T13:56:00", tags=["trip"], metadata={"seat": "12A"})
+        (item,) = p.review()
+        assert held.endswith(item.id)
+        uri = p.decide(item.id, accept=True)
+        assert uri is not None
+        m = p.get(uri)
+        assert (m.text, m.source.value, m.confidence, m.importance, m.strength, m.tags, m.metadata) == (
+            "Flew to Lisbon", "llm", 0.3, 0.9, 0.7, ("trip",), {"seat": "12A"})
+        assert m.created_at == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+        with pytest.raises(InvalidInput, match="already accepted"):
+            p.decide(item.id, accept=True)
+        assert p.stats()["memories"] == 1
+        closed = p.review(status=None)[0]
+        assert (closed.status, closed.result_uri) == ("accepted", uri) and "text" not in closed.payload
+
+
+def test_forgetting_a_pattern_withdraws_its_inversion_proposal(p) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(3):
+        uri = p.reinforce_pattern(spec("force push"))
+    for i in range(7):
+        p.page("deploy the billing service", "how", turn=f"f{i}")
+        p.feedback(f"f{i}", "failure")
+    (item,) = p.review()
+    assert p.forget(uri) == 1
+    assert p.review(status=None) == []
+    with pytest.raises(MemoryNotFound):
+        p.decide(item.id, accept=True)
+
+
+def test_forgetting_a_pattern_forgets_its_inversion(p) -> None:  # type: ignore[no-untyped-def]
+    """The anti-pattern copies the pattern's label, trigger and steps: it goes with it (not vice versa)."""
+    def invert(name: str, trigger: str) -> tuple[str, str]:
+        for _ in range(3):
+            uri = p.reinforce_pattern(spec(name, trigger=trigger))
+        for i in range(7):
+            assert [x.label for x in p.page(trigger, "how", turn=f"{name}{i}").patterns] == [name]
+            p.feedback(f"{name}{i}", "failure")
+        avoid = p.decide(p.review()[0].id, accept=True)
+        assert avoid is not None and p.get(avoid).metadata["inverted_from"] == uri
+        return uri, avoid
+
+    first, first_avoid = invert("force push", "publish the release branch")
+    assert p.forget(first_avoid) == 1 and p.get(first).metadata["status"] == "deprecated"
+    second, second_avoid = invert("skip the tests", "rotate the signing keys")
+    p.reinforce_pattern(spec("water plants", trigger="water the garden plants"))
+    assert p.forget(second) == 2
+    with pytest.raises(MemoryNotFound):
+        p.get(second_avoid)
+    assert sorted(x.label for x in p.patterns(include_inactive=True)) == ["force push", "water plants"]

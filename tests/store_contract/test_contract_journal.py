@@ -12,6 +12,7 @@ import pytest
 from pager.audit import AuditEntry
 from pager.errors import InvalidInput, MemoryNotFound
 from pager.types import Memory, MemoryType, NewMemory
+from pager.validate import content_hash
 
 from .conftest import is_pg, raw_sql
 
@@ -156,3 +157,113 @@ def test_compact_erases_deleted_text(store: Any, request: pytest.FixtureRequest,
     assert store.get("a", keep.id) == keep and store.vector_labels("a", "m").tolist() == [keep.label]
     assert store.verify_audit().ok
     assert store.put(fact("after compaction")).created
+
+
+def rows_holding(store: Any, needle: str) -> dict[str, int]:
+    """{table.column: rows} of every column of every table of the store whose text holds ``needle``."""
+    columns = raw_sql(store, "SELECT table_name, column_name FROM information_schema.columns"
+                             " WHERE table_schema = current_schema() ORDER BY table_name, column_name")
+    out = {}
+    for table, column in columns:
+        found = raw_sql(store, f"SELECT count(*) FROM \"{table}\" WHERE CAST(\"{column}\" AS VARCHAR)"
+                               f" LIKE '%{needle}%'")
+        if found[0][0]:
+            out[f"{table}.{column}"] = int(found[0][0])
+    return out
+
+
+def queued(text: str) -> dict[str, Any]:
+    return {"type": "fact", "text": text, "source": "llm", "confidence": 0.3, "importance": 0.5, "tags": ["t"]}
+
+
+def test_deciding_a_review_item_keeps_no_text(store: Any) -> None:
+    rejected = store.review_add("a", "memory", queued("canary-51c0 rejected text"))
+    accepted = store.review_add("a", "memory", queued("canary-51c0 accepted text"))
+    assert set(rows_holding(store, "canary-51c0")) == {"review_queue.payload"}
+    store.review_close("a", rejected, "rejected", None)
+    result = store.review_accept("a", accepted, fact("canary-51c0 accepted text"))
+    assert rows_holding(store, "canary-51c0") == {"memories.text": 1}  # the accepted text lives on, once
+    decided = {i.id: i for i in store.review_list("a", status=None)}
+    assert decided[rejected].payload == {"type": "fact", "source": "llm", "confidence": 0.3, "importance": 0.5,
+                                         "content_hash": content_hash("canary-51c0 rejected text")}
+    assert decided[accepted].status == "accepted" and decided[accepted].result_uri == result.memory.uri
+    assert "text" not in decided[accepted].payload and "tags" not in decided[accepted].payload
+
+
+def test_review_accept_is_one_transaction(store: Any) -> None:
+    item = store.review_add("a", "memory", queued("accept me once"))
+    result = store.review_accept("a", item, fact("accept me once"))
+    assert result.created and store.review_get("a", item).status == "accepted"
+    with pytest.raises(InvalidInput, match="not pending"):  # a second accept writes nothing
+        store.review_accept("a", item, fact("a text that must not be stored"))
+    assert store.query("a", limit=10) == [result.memory]
+    # the closing step fails after the write: the write is rolled back and the item stays pending
+    original = store.put(fact("the pattern to deprecate")).memory
+    inversion = store.review_add("a", "inversion", {"uri": original.uri, "text": "AVOID: it"})
+    with pytest.raises(MemoryNotFound):
+        store.review_accept("a", inversion, fact("AVOID: it"), ("0000000000000000", {"confidence": 0.0}))
+    assert store.review_get("a", inversion).status == "pending"
+    assert {m.text for m in store.query("a", limit=10)} == {"accept me once", "the pattern to deprecate"}
+    before = len(store.audit_entries())
+    done = store.review_accept("a", inversion, fact("AVOID: it"), (original.id, {"confidence": 0.0}))
+    after = store.get("a", original.id)
+    assert after.superseded_by == done.memory.uri and after.confidence == 0.0
+    assert [e.op for e in store.audit_entries()[before:]] == ["remember", "update", "review"]
+    assert store.verify_audit().ok
+
+
+def test_deleting_a_memory_purges_its_review_rows_and_injections(store: Any) -> None:
+    canary = "canary-7e11 the user's passport number"
+    accepted = store.review_add("a", "memory", queued(canary))
+    memory = store.review_accept("a", accepted, fact(canary)).memory
+    again = store.review_add("a", "memory", queued(canary))  # the same text queued again
+    inversion = store.review_add("a", "inversion", {"uri": memory.uri, "text": "AVOID: canary-7e11"})
+    unrelated = store.review_add("a", "memory", queued("something else"))
+    theirs = store.review_add("b", "memory", queued("canary-7e11 of actor b"))
+    store.record_injections("a", "t1", [(memory.uri, "pattern"), ("mem://a/pattern/0123456789abcdef", "pattern")])
+    store.record_injections("b", "t1", [(memory.uri, "pattern")])  # another actor's rows are not touched
+    assert [i.id for i in store.review_list("a", status=None)] == [accepted, again, inversion, unrelated]
+    store.delete("a", memory.id)
+    assert [i.id for i in store.review_list("a", status=None)] == [unrelated]
+    assert [i.id for i in store.review_list("b")] == [theirs]
+    assert store.injections("a", "t1") == [("mem://a/pattern/0123456789abcdef", "pattern")]
+    assert store.injections("b", "t1") == [(memory.uri, "pattern")]
+    assert rows_holding(store, "canary-7e11") == {"review_queue.payload": 1}  # b's item only
+    forgets = [e.uri for e in store.audit_entries("a") if e.op == "forget"]
+    assert forgets == [memory.uri, *sorted(f"review:{i}" for i in (accepted, again, inversion))]
+    assert store.verify_audit().ok
+
+
+def test_review_purge(store: Any) -> None:
+    ids = [store.review_add("a", "memory", queued(f"canary-90aa {i}")) for i in range(3)]
+    theirs = store.review_add("b", "memory", queued("canary-90aa of b"))
+    store.review_close("a", ids[0], "rejected", None)
+    assert store.review_purge("a", [ids[1], theirs, "unknown"]) == 1  # another actor's id is not ours
+    assert [i.id for i in store.review_list("a", status=None)] == [ids[0], ids[2]]
+    assert store.review_purge("a") == 2 and store.review_list("a", status=None) == []
+    assert store.review_purge("a") == 0
+    assert rows_holding(store, "canary-90aa") == {"review_queue.payload": 1}
+    assert [e.op for e in store.audit_entries("a")] == ["review", "forget", "forget", "forget"]
+    assert store.verify_audit().ok
+
+
+def test_pager_forget_erases_the_review_queue(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The pager in copilot mode on each backend: accept, forget by uri, forget by where, purge."""
+    import pager
+    from pager import PagerConfig
+
+    location = tmp_path / "agent.duckdb" if backend == "duckdb" else str(request.getfixturevalue("pg_url"))
+    with pager.open(location, actor="neo", config=PagerConfig(embedder="hash", memory_mode="copilot")) as p:
+        p.remember_fact("canary-3f2b the passport is in the drawer", source="llm", confidence=0.3)
+        uri = p.decide(p.review()[0].id, accept=True)
+        p.remember_fact("canary-3f2b the passport is in the drawer", source="llm", confidence=0.3)
+        p.remember_fact("canary-3f2b maybe a second passport", source="llm", confidence=0.3)
+        p.remember_fact("the user likes green tea", source="llm", confidence=0.3)
+        assert uri is not None and p.forget(uri) == 1
+        assert [i.payload["text"] for i in p.review()] == ["canary-3f2b maybe a second passport",
+                                                          "the user likes green tea"]
+        assert p.forget(actor="neo", where={"query": "passport"}) == 0
+        assert rows_holding(p.store, "canary-3f2b") == {}
+        assert [i.payload["text"] for i in p.review()] == ["the user likes green tea"]
+        assert p.forget(actor="neo", where={}) == 0 and p.review(status=None) == []
+        assert rows_holding(p.store, "green tea") == {} and p.verify_audit().ok

@@ -248,11 +248,12 @@ OBSERVATIONS = """\
 - Forget with `hard=False` leaves bytes in the files until the next hard forget or `compact()` (documented).
 - While filling the disk, writes of long texts were dominated by BM25 indexing in the write path (~25 us per
   token: a 10,000-token batch costs ~0.26 s before it returns).
-- Open, seen while timing the model test: the embedding worker can miss a write's wake-up and sleep its full
-  idle poll (10 s) before embedding it. `EmbedWorkers._idle` reads the lane's pending hint before taking the
-  condition's lock, so a write that lands between that read (0 pending) and the wait notifies nobody; 3 of 20
-  single writes in a row waited ~10 s. `sync()` is not affected (it notifies again), background embedding
-  is. Fix: `pager/worker.py` `_idle`: read the hint under `self._wake` (writers notify under it too).
+- Fixed, seen while timing the model test: the embedding worker could miss a write's wake-up and sleep its
+  full idle poll (10 s) before embedding it: `EmbedWorkers._idle` read the pending hint before waiting, so a
+  write that landed in between notified nobody (3 of 20 single writes waited ~10 s; `sync()` was not
+  affected). Now every `notify()` bumps a counter the worker reads before it looks at the queue, and it
+  does not wait if the counter moved (tested in `tests/pager/test_pager.py`:
+  `test_a_write_that_notifies_before_the_worker_waits_is_not_slept_through`).
 """
 
 

@@ -151,8 +151,9 @@ def _review(p: Any, args: argparse.Namespace, as_json: bool) -> None:
         _print_json(items)
         return
     for item in items:
-        text = item.payload.get("text", "")
-        print(f"{item.id}  [{item.kind} · {item.status}]  {text}")
+        # a decided item keeps no text (forget must be able to erase it): show what it became
+        shown = item.payload.get("text") or (f"-> {item.result_uri}" if item.result_uri else "(text not kept)")
+        print(f"{item.id}  [{item.kind} · {item.status}]  {shown}")
     if not items:
         print("(review queue empty)")
 

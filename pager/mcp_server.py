@@ -21,6 +21,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal, NoReturn, TypeVar
 
+from . import lifecycle
+from .config import PagerConfig
 from .core import Pager
 from .errors import ConfigError, PagerError
 from .page import Page
@@ -109,10 +111,11 @@ def compact_report(page: Page) -> dict[str, Any]:
     }
 
 
-def _pattern_dict(pattern: Pattern, min_successes: int) -> dict[str, Any]:
+def _pattern_dict(pattern: Pattern, config: PagerConfig) -> dict[str, Any]:
     return {"uri": pattern.uri, "label": pattern.label, "successes": pattern.successes,
             "failures": pattern.failures, "confidence": round(pattern.confidence, 4),
-            "maturity": pattern.maturity, "injected_in_pages": pattern.successes >= min_successes}
+            "maturity": pattern.maturity, "stage": lifecycle.stage(pattern, config),
+            "injected_in_pages": pattern.successes >= config.min_pattern_successes}
 
 
 class MemoryTools:
@@ -198,7 +201,7 @@ class MemoryTools:
             return Pattern.from_memory(self.pager.get(self.pager.reinforce_pattern(spec)))
 
         pattern = await _call("reinforce_pattern", reinforce)
-        return _pattern_dict(pattern, self.pager.config.min_pattern_successes)
+        return _pattern_dict(pattern, self.pager.config)
 
     async def feedback(
         self,

@@ -46,6 +46,7 @@ class EmbedWorkers:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._wake = threading.Condition()
+        self._notified = 0  # bumped by every notify(): a wake-up that comes before the wait is not lost
         self._claimed: set[int] = set()
         # label -> monotonic time before which a parked (failed) memory is not tried again
         self._parked: dict[int, float] = {}
@@ -84,6 +85,7 @@ class EmbedWorkers:
 
     def notify(self) -> None:
         with self._wake:
+            self._notified += 1
             self._wake.notify_all()
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -121,6 +123,8 @@ class EmbedWorkers:
 
     def _run(self) -> None:
         while not self._stop:
+            with self._wake:
+                seen = self._notified  # read before looking at the queue: any write after it wakes us
             try:
                 batch = self._claim()
             except PagerError as exc:  # store closed or failing: report, back off, retry
@@ -130,18 +134,22 @@ class EmbedWorkers:
                 continue
             self._queue_failures = 0
             if not batch:
-                self._idle()
+                self._idle(seen)
                 continue
             try:
                 self._process(batch)
             finally:
                 self._release(batch)
 
-    def _idle(self) -> None:
-        """Sleep until a write notifies us, a parked memory is due, or a safety poll comes round."""
+    def _idle(self, seen: int) -> None:
+        """Sleep until a write notifies us, a parked memory is due, or a safety poll comes round.
+
+        ``seen`` is the notification count read before the queue was last looked at: a write that
+        notified since then (while we were claiming nothing, or reading the hint) means look again now.
+        """
         hint = self._hint()
         with self._wake:
-            if self._stop:
+            if self._stop or self._notified != seen:
                 return
             if hint == 0:  # nothing unembedded in sight
                 wait = 10.0

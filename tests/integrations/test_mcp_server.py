@@ -95,7 +95,7 @@ async def _procedure_session(session: ClientSession) -> None:
     for _ in range(3):
         pattern = await _ok(session, "reinforce_pattern", name="cut a release", trigger="ship a release",
                             steps=["branch from main", "bump the version", "make deploy"])
-    assert pattern["successes"] == 3 and pattern["injected_in_pages"]
+    assert pattern["successes"] == 3 and pattern["injected_in_pages"] and pattern["stage"] == "reinforced"
     paged = await _ok(session, "page", query="what first?", goal="ship a release", turn="turn-1")
     assert "Pattern: cut a release" in paged["page"]
     assert (await _ok(session, "feedback", turn="turn-1", outcome="success"))["patterns_updated"] == 1

@@ -105,8 +105,12 @@ def test_cli_review_sweep_feedback(tmp_path: Path) -> None:
     listed = run(tmp_path, "review").stdout
     assert "The user may prefer dark mode" in listed
     item_id = listed.split()[0]
-    assert "accepted: mem://default/fact/" in run(tmp_path, "review", "--accept", item_id).stdout
+    accepted = run(tmp_path, "review", "--accept", item_id).stdout
+    assert "accepted: mem://default/fact/" in accepted
     assert "(review queue empty)" in run(tmp_path, "review").stdout
+    decided = run(tmp_path, "review", "--all").stdout  # the decision stays listed, its text does not
+    assert f"{item_id}  [memory · accepted]  -> {accepted.split()[-1]}" in decided
+    assert "dark mode" not in decided
     assert "success applied to 1 patterns" in run(tmp_path, "feedback", "t1", "success").stdout
     swept = json.loads(run(tmp_path, "sweep", "--json").stdout)
     assert set(swept) == {"promoted", "demoted", "flagged_for_removal", "inversions_proposed"}

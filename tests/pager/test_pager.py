@@ -239,3 +239,21 @@ def test_float_settings_are_read_from_the_environment() -> None:
     assert (cfg.hnsw_ef, cfg.embed_max_backoff_seconds, cfg.hnsw_max_deleted_share) == (200, 2.5, 0.3)
     with pytest.raises(pager.ConfigError, match="MEMPAGER_EMBED_BACKOFF_SECONDS must be a number, got 'soon'"):
         PagerConfig.from_env({"MEMPAGER_EMBED_BACKOFF_SECONDS": "soon"})
+
+
+def test_a_write_that_notifies_before_the_worker_waits_is_not_slept_through(hash_pager) -> None:  # type: ignore[no-untyped-def]
+    from pager.worker import EmbedWorkers
+
+    assert hash_pager.sync(timeout=60)
+    workers = EmbedWorkers(hash_pager.semantic, workers=0)  # no threads: _idle is driven by hand
+    waits: list[float | None] = []
+    workers._wake.wait = lambda timeout=None: waits.append(timeout) or True  # type: ignore[method-assign]
+    with workers._wake:
+        seen = workers._notified  # the worker looked at the queue: nothing pending
+    workers.notify()  # a write lands before the worker goes to sleep
+    workers._idle(seen)
+    assert waits == []  # it looks again at once instead of sleeping its idle poll
+    with workers._wake:
+        seen = workers._notified
+    workers._idle(seen)  # nothing new: it sleeps until notified or the safety poll
+    assert waits == [10.0]

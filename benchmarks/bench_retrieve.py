@@ -53,6 +53,7 @@ MODEL = "st:all-MiniLM-L6-v2"
 ACTOR = "bench"
 SIGMA = 0.02
 K = 10
+_CFG = PagerConfig()  # the defaults every measured pager runs with
 TYPES = ["event"] * 16 + ["fact"] * 3 + ["preference"]
 Op = Callable[[int], object]
 
@@ -176,7 +177,10 @@ def cold_opens(path: Path) -> dict[str, Any]:
     out = {"rebuild_both_cold": run_probe(path, cold=True)}  # also saves both indexes on close
     out["load_cold"] = run_probe(path, cold=True)
     out["load_warm"] = run_probe(path, cold=False)
-    for semantic_dir in index_dir.glob("*/st_all-MiniLM-L6-v2"):
+    semantic_dirs = list(index_dir.glob("*/st_all-MiniLM-L6-v2*"))  # <actor>/<model slug>-<digest>
+    if not semantic_dirs:
+        raise RuntimeError(f"no semantic index directory under {index_dir}: the probe below would measure a load")
+    for semantic_dir in semantic_dirs:
         shutil.rmtree(semantic_dir)
     out["rebuild_semantic_cold"] = run_probe(path, cold=True)
     for name, probe in out.items():
@@ -328,7 +332,8 @@ def bench_size(n: int, work: Path, turns: list[str], docs: np.ndarray, questions
     start = time.perf_counter()
     fetched_labels, fetched = p.store.vectors(ACTOR, MODEL)
     fetch_s = time.perf_counter() - start
-    fresh = HnswIndex(fetched.shape[1])  # the lane's parameters: M=16, ef_construction=200
+    fresh = HnswIndex(fetched.shape[1], M=_CFG.hnsw_m, ef_construction=_CFG.hnsw_ef_construction,
+                      ef=_CFG.hnsw_ef)  # the lane's parameters
     start = time.perf_counter()
     fresh.add(fetched_labels, fetched)
     build_s = time.perf_counter() - start
@@ -440,9 +445,10 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines += ["", "## Index, recall, open, memory", "", "| | " + " | ".join(f"{r['n']:,}" for r in rows) + " |",
               "|---|" + "---|" * len(rows)]
     facts: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
-        ("HNSW recall@10 vs exact (semantic lane, ef=64)", lambda r: r["recall_at_10"]),
+        (f"HNSW recall@10 vs exact (semantic lane, ef={_CFG.hnsw_ef})", lambda r: r["recall_at_10"]),
         ("Chroma recall@10 vs exact (defaults)", lambda r: r["chroma_recall_at_10"]),
-        ("HNSW build s (M=16, ef_construction=200)", lambda r: r["hnsw_build_s"]),
+        (f"HNSW build s (M={_CFG.hnsw_m}, ef_construction={_CFG.hnsw_ef_construction})",
+         lambda r: r["hnsw_build_s"]),
         ("Chroma add s (same vectors + metadata)", lambda r: r["chroma_build_s"]),
         ("vectors read from DuckDB s", lambda r: r["vectors_fetch_s"]),
         ("`remember_many` memories/s (through the Pager, no embedding)", lambda r: r["build"]["remember_many_per_s"]),

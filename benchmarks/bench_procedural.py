@@ -9,13 +9,15 @@ Each turn goes through the real loop. ``page(goal, query, turn=...)`` injects th
 (as many as ``max_patterns_in_page`` and the procedures budget allow: 3 here, as by default)
 and records them for the turn. The agent follows the first one; the outcome is drawn from that
 pattern's hidden rate and reported with ``feedback(turn, ...)``, which updates every procedure
-the page injected (the page cannot know which one the agent followed). When the page offers
+the page injected, or (the ``+used`` strategies) with ``feedback(turn, ..., used=[followed])``,
+which updates only the procedure the agent says it followed. When the page offers
 nothing, or on a fraction ``--explore`` of turns, the agent improvises with a pattern the page
 did not offer and, when that works, distils it with ``reinforce_pattern`` (experience is how a
 candidate earns the successes that let it into pages). Proposed inversions are accepted by the
 simulated reviewer with ``decide``, which deprecates the original.
 
-Two page rankings side by side, decayed confidence and Thompson sampling, plus ``uniform`` (the
+Two page rankings side by side, decayed confidence and Thompson sampling, each with both kinds of
+feedback attribution, plus ``uniform`` (the
 agent follows a random offered procedure: no learning) as the regret baseline. Reported:
 cumulative regret, turns until the best pattern is proven, turns until the first inversion and
 which patterns were inverted; a PNG of the regret curves.
@@ -39,7 +41,8 @@ from ._common import RESULTS, write_results
 
 GOAL = "reconcile the monthly invoices"
 QUERY = "how do I reconcile this month's invoices?"
-STRATEGIES = ("confidence", "thompson", "uniform")
+# ranking, and "+used" where feedback names the procedure followed (``feedback(turn, ..., used=[it])``)
+STRATEGIES = ("confidence", "thompson", "confidence+used", "thompson+used", "uniform")
 
 
 def spec(name: str) -> PatternSpec:
@@ -56,15 +59,16 @@ def run(strategy: str, rates: list[float], turns: int, seed: int, explore: float
     proven_at: int | None = None
     inversions: list[dict[str, Any]] = []
     tmp.mkdir(parents=True, exist_ok=True)
-    with pager.open(tmp / f"{strategy}.duckdb", actor="sim", config=cfg) as p:
+    with pager.open(tmp / f"{strategy.replace('+', '_')}.duckdb", actor="sim", config=cfg) as p:
         clock = {"now": start}
         p.clock = lambda: clock["now"]
-        p.pattern_ranking = "thompson" if strategy == "thompson" else "confidence"
+        ranking, _, attribution = strategy.partition("+")
+        p.pattern_ranking = "thompson" if ranking == "thompson" else "confidence"
         p.pattern_seed = seed
         for name in names:  # met once: a candidate, below the gate
             p.reinforce_pattern(spec(name))
         deprecated: set[int] = set()
-        bar = Progress(turns, f"{strategy:>10}")
+        bar = Progress(turns, f"{strategy:>15}")
         for t in range(turns):
             clock["now"] = start + timedelta(hours=t)
             turn = f"turn-{t}"
@@ -80,7 +84,8 @@ def run(strategy: str, rates: list[float], turns: int, seed: int, explore: float
             picks[chosen] += 1
             success = rng.random() < rates[chosen]
             if not improvised:
-                p.feedback(turn, "success" if success else "failure")
+                used = [names[chosen]] if attribution == "used" else None
+                p.feedback(turn, "success" if success else "failure", used=used)
             elif success:  # the agent distils what worked
                 p.reinforce_pattern(spec(names[chosen]))
             regret += rates[best] - rates[chosen]
@@ -159,7 +164,8 @@ def table(args: argparse.Namespace, rates: list[float], summaries: list[dict[str
         f"{args.turns} turns (one hour apart: confidence decays), {args.seeds} simulation seeds from {args.seed}. "
         "Every pattern starts as a candidate (1 success; 3 needed to be paged). Each turn goes through the real "
         "loop: `page(goal, query, turn=...)` injects up to 3 procedures (the default), the agent follows the "
-        "first, `feedback(turn, ...)` updates every injected one; when the page offers nothing, and on "
+        "first, `feedback(turn, ...)` updates every injected one (`+used`: `feedback(turn, ..., used=[followed])` "
+        "updates only the one followed); when the page offers nothing, and on "
         f"{args.explore:.0%} of turns, the agent improvises with a pattern the page did not offer and "
         "`reinforce_pattern`s it when it works; proposed inversions are accepted (`decide`).", "",
         "| page ranking | cumulative regret: mean (per seed) | best pattern share | best proven at turn: median |"
@@ -176,24 +182,28 @@ def table(args: argparse.Namespace, rates: list[float], summaries: list[dict[str
 def findings(summaries: list[dict[str, Any]]) -> str:
     """What the recorded run says, with its numbers."""
     by = {s["strategy"]: s for s in summaries}
-    conf, thom = by["confidence"], by["thompson"]
+    conf, thom, conf_u, thom_u = by["confidence"], by["thompson"], by["confidence+used"], by["thompson+used"]
     good = [x for x in conf["inverted_rates"] if x >= 0.5]
+    good_u = [x for x in conf_u["inverted_rates"] + thom_u["inverted_rates"] if x >= 0.5]
+
+    def inverted(summary: dict[str, Any]) -> str:
+        return (f"inverted in {summary['inversion_runs']} of {len(summary['seeds'])} seeds"
+                if summary["inversion_runs"] else "never inverted anything")
+
     return (
-        "What the numbers say. `feedback` updates every procedure the page injected (the page cannot know "
-        "which one the agent followed), so procedures shown beside the followed one share its record. Under "
-        "confidence ranking everything shown beside a good procedure climbs to the 1.0 clamp, the order among "
-        "equals falls to relevance, and whichever is then followed first pulls the others down with its "
-        f"failures (-0.20 each): regret {conf['regret_mean']} against Thompson's {thom['regret_mean']}; of the "
-        f"{len(conf['inverted_rates'])} procedures it inverted, {len(good)} had a true rate >= 0.5 "
-        f"({', '.join(f'{x:g}' for x in good) or 'none'}), dragged down by the one followed beside them. "
-        "Thompson sampling redraws the order every "
-        "turn: a weak procedure is followed first only now and then and loses its place after a few failures, "
-        "while it is credited with its neighbours' successes, so it "
-        + (f"reached the inversion rule in {thom['inversion_runs']} of {len(thom['seeds'])} seeds. "
-           if thom["inversion_runs"] else
-           f"never reached the inversion rule (failures >= 3 and > 2 x successes) in {len(thom['seeds'])} seeds. ")
-        + "Crediting only the procedure the agent followed (when it can say which) would remove both effects; "
-        "`feedback` does not offer that today."
+        "What the numbers say. Crediting every injected procedure makes procedures shown together share one "
+        "record: under confidence ranking everything shown beside a good procedure climbs to the 1.0 clamp and "
+        "whichever is then followed first pulls the others down with its failures (-0.20 each): regret "
+        f"{conf['regret_mean']}, and of the {len(conf['inverted_rates'])} procedures it inverted {len(good)} had a "
+        f"true rate >= 0.5 ({', '.join(f'{x:g}' for x in good) or 'none'}). Thompson sampling redraws the order "
+        f"every turn, which blurs the shared record less (regret {thom['regret_mean']}; {inverted(thom)}). "
+        "Naming the procedure followed (`used=`) gives each its own record: regret "
+        f"{conf_u['regret_mean']} with confidence ranking and {thom_u['regret_mean']} with Thompson; the best "
+        f"pattern is followed on {conf_u['best_share_mean']:.0%} / {thom_u['best_share_mean']:.0%} of turns; "
+        f"confidence {inverted(conf_u)}, Thompson {inverted(thom_u)}, and "
+        + (f"{len(good_u)} inverted procedure(s) had a true rate >= 0.5 ({', '.join(f'{x:g}' for x in good_u)})."
+           if good_u else "no procedure with a true rate >= 0.5 was inverted.")
+        + " Agents that can say which procedure they followed should pass `used=`."
     )
 
 

@@ -10,6 +10,7 @@ The store serialises writes; reads from many tasks run concurrently in threads.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -98,8 +99,8 @@ class AsyncPager:
     async def page(self, goal: str | None, query: str, *, turn: str | None = None) -> Page:
         return await asyncio.to_thread(self.sync_pager.page, goal, query, turn=turn)
 
-    async def feedback(self, turn: str, outcome: str) -> int:
-        return await asyncio.to_thread(self.sync_pager.feedback, turn, outcome)
+    async def feedback(self, turn: str, outcome: str, *, used: Sequence[str] | None = None) -> int:
+        return await asyncio.to_thread(functools.partial(self.sync_pager.feedback, turn, outcome, used=used))
 
     async def update(self, uri: str, **changes: Any) -> Memory:
         return await asyncio.to_thread(self.sync_pager.update, uri, **changes)

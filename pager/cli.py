@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("feedback", parents=[common], help="success/failure for the patterns a turn injected")
     p.add_argument("turn")
     p.add_argument("outcome", choices=["success", "failure"])
+    p.add_argument("--used", action="append", default=None, metavar="LABEL",
+                   help="credit only this injected pattern (label or uri; repeatable)")
     sub.add_parser("demo", parents=[common], help="play a scripted agent session and show the page")
     p = sub.add_parser("bench", parents=[common], help="offline benchmarks: `bench locomo --data locomo10.json`")
     p.add_argument("suite", choices=["locomo"])
@@ -269,7 +271,7 @@ def _run(args: argparse.Namespace) -> int:
             counts = p.sweep()
             _print_json(counts) if as_json else print(", ".join(f"{k} {v}" for k, v in counts.items()))
         elif cmd == "feedback":
-            n = p.feedback(args.turn, args.outcome)
+            n = p.feedback(args.turn, args.outcome, used=args.used)
             _print_json({"updated": n}) if as_json else print(f"{args.outcome} applied to {n} patterns")
         elif cmd == "stats":
             stats = p.stats()

@@ -177,11 +177,13 @@ class MemoryTools:
         outcome: Outcome,
         turn: Annotated[str | None, Field(description="the turn id given to page")] = None,
         intent_ref: Annotated[str | None, Field(description="uri of the goal or memory it served")] = None,
+        used: Annotated[list[str] | None, Field(description="labels of the page's procedures you followed")] = None,
     ) -> dict[str, Any]:
         """Record how a task ended. Call it when a task finishes; with the turn id you gave `page`,
-        success or failure also credits or blames the procedures that turn used."""
+        success or failure also credits or blames the procedures that turn used (only those in
+        `used`, when you say which you followed)."""
         uri = await _call("record_outcome", lambda: self.pager.record_outcome(
-            summary, outcome, intent_ref, turn=turn, source="llm"))
+            summary, outcome, intent_ref, turn=turn, used=used, source="llm"))
         return {"uri": uri, "status": _write_status(uri)}
 
     async def reinforce_pattern(
@@ -207,10 +209,12 @@ class MemoryTools:
         self,
         turn: Annotated[str, Field(description="the turn id given to page")],
         outcome: Verdict,
+        used: Annotated[list[str] | None, Field(description="labels of the page's procedures you followed")] = None,
     ) -> dict[str, Any]:
         """Say whether the procedures in a turn's page helped (success) or not (failure). Call it
-        once per turn you paged with a turn id, unless record_outcome already got that turn id."""
-        updated = await _call("feedback", lambda: self.pager.feedback(turn, outcome))
+        once per turn you paged with a turn id, unless record_outcome already got that turn id;
+        name in `used` the procedures you actually followed, so only they are credited."""
+        updated = await _call("feedback", lambda: self.pager.feedback(turn, outcome, used=used))
         return {"turn": turn, "outcome": outcome, "patterns_updated": updated}
 
     async def forget(

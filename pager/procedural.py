@@ -170,28 +170,30 @@ class ProceduralMixin:
             self._maybe_propose_inversion(updated)
         return updated
 
-    def feedback(self, turn: str, outcome: str) -> int:
-        """Apply success/failure to exactly the patterns the page injected for ``turn``.
+    def feedback(self, turn: str, outcome: str, *, used: Sequence[str] | None = None) -> int:
+        """Apply success/failure to the patterns the page injected for ``turn``.
 
-        Idempotent: the same feedback for the same turn twice changes nothing the second time.
-        Returns how many patterns were updated.
+        ``used`` (labels or uris) narrows the credit to the injected procedures the agent actually
+        followed, so a procedure shown beside the one that worked (or failed) is not credited with
+        its outcome; by default every injected pattern is. Idempotent: the same feedback for the
+        same turn twice changes nothing the second time. Returns how many patterns were updated.
         """
         turn = check_text(turn, 1_000, "turn")
         if outcome not in OUTCOMES:
             raise InvalidInput(f"feedback outcome must be 'success' or 'failure', got {outcome!r}")
-        if not self.store.claim_feedback(self.actor, turn, outcome):
-            return 0
-        updated = 0
+        injected: list[Pattern] = []
         for uri, kind in self.store.injections(self.actor, turn):
             if kind != "pattern":
                 continue
-            _, _, memory_id = parse_uri(uri)
-            memory = self.store.get(self.actor, memory_id)
-            if memory is None:  # forgotten since the turn; nothing to credit
-                continue
-            self._apply_evidence(Pattern.from_memory(memory), outcome)
-            updated += 1
-        return updated
+            memory = self.store.get(self.actor, parse_uri(uri)[2])
+            if memory is not None:  # a pattern forgotten since the turn has nothing to credit
+                injected.append(Pattern.from_memory(memory))
+        chosen = injected if used is None else _followed(injected, used, turn)
+        if not self.store.claim_feedback(self.actor, turn, outcome):
+            return 0
+        for pattern in chosen:
+            self._apply_evidence(pattern, outcome)
+        return len(chosen)
 
     # -- maintenance --------------------------------------------------------------------------
     def sweep(self) -> dict[str, int]:
@@ -288,3 +290,16 @@ def queued_memory(actor: str, payload: Mapping[str, Any]) -> NewMemory:
         created_at=None if created is None else parse_time(created, "created_at"),
         tags=tuple(payload.get("tags", ())), metadata=dict(payload.get("metadata", {})),
     )
+
+
+def _followed(injected: Sequence[Pattern], used: Sequence[str], turn: str) -> list[Pattern]:
+    """The injected patterns named in ``used`` (by uri or label); InvalidInput naming any other."""
+    if isinstance(used, str) or not all(isinstance(u, str) for u in used):
+        raise InvalidInput("used must be a list of pattern labels or uris, e.g. used=['cut a release']")
+    by_name = {p.uri: p for p in injected} | {p.label.casefold(): p for p in injected}
+    unknown = [u for u in used if u not in by_name and u.casefold() not in by_name]
+    if unknown:
+        offered = ", ".join(sorted(p.label for p in injected)) or "none"
+        raise InvalidInput(f"used names {unknown} that turn {turn!r}'s page did not inject (it injected: {offered})")
+    chosen = {id(p): p for u in used for p in [by_name.get(u) or by_name[u.casefold()]]}
+    return list(chosen.values())

@@ -15,7 +15,9 @@ same over asyncio: each call runs in a worker thread, so the event loop never bl
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -80,8 +82,12 @@ class TurnMemory:
         outcome: str | None = None,
         *,
         summary: str | None = None,
+        used: Sequence[str] | None = None,
     ) -> TurnRecord:
         """Write the exchange back as one event; an ``outcome`` becomes feedback.
+
+        ``used`` (labels or uris of the page's procedures the agent followed) narrows the
+        feedback to those, as in ``Pager.feedback``.
 
         ``outcome`` is success, failure, partial or unknown. It is noted on the event, and
         success or failure moves the confidence of exactly the patterns ``before_turn`` injected
@@ -101,7 +107,7 @@ class TurnMemory:
                 + (f"\nOutcome: {outcome}" if outcome else ""))
         # feedback before the event: it refuses a second, different verdict for a turn, and a
         # refusal must leave nothing written; a retry after a failed write is a no-op here
-        updated = self.pager.feedback(turn_id, outcome) if outcome in ("success", "failure") else 0
+        updated = self.pager.feedback(turn_id, outcome, used=used) if outcome in ("success", "failure") else 0
         # an explicit time keeps two identical exchanges as two events instead of one deduplicated
         event_uri = self.pager.remember("event", text, source=Source.OBSERVED, tags=[TURN_TAG],
                                         metadata={"turn": turn_id, "outcome": outcome},
@@ -139,7 +145,8 @@ class AsyncTurnMemory:
         outcome: str | None = None,
         *,
         summary: str | None = None,
+        used: Sequence[str] | None = None,
     ) -> TurnRecord:
-        return await asyncio.to_thread(
-            self.turns.after_turn, turn_id, user_message, assistant_reply, outcome, summary=summary
-        )
+        return await asyncio.to_thread(functools.partial(
+            self.turns.after_turn, turn_id, user_message, assistant_reply, outcome, summary=summary, used=used
+        ))

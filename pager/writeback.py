@@ -151,21 +151,25 @@ class WriteBack:
 
     def record_outcome(
         self, summary: str, outcome: str, intent_ref: str | None = None, *, turn: str | None = None,
-        **fields: Any,
+        used: Sequence[str] | None = None, **fields: Any,
     ) -> str:
         """An episodic outcome. With ``turn``, success/failure also feeds back to the patterns
-        that turn's page injected (once per turn)."""
+        that turn's page injected (once per turn; ``used`` narrows it as in ``feedback``)."""
         if outcome not in OUTCOMES:
             raise InvalidInput(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
         body = check_text(summary, self.config.max_text_bytes, "summary")
         meta = {**dict(fields.pop("metadata", {}) or {}), "outcome": outcome, "intent_ref": intent_ref}
         text = f"{body.strip()} — outcome: {outcome}"
-        uri = self._put(self._new(MemoryType.OUTCOME, text, metadata={**meta, "turn": turn}, **fields))
+        item = self._new(MemoryType.OUTCOME, text, metadata={**meta, "turn": turn}, **fields)
+        if used is not None and (turn is None or outcome not in ("success", "failure")):
+            raise InvalidInput("used= names the procedures a turn followed: pass turn= and a success or failure")
+        # feedback first: it refuses a bad ``used`` or a second, different verdict for the turn,
+        # and a refusal must leave nothing written
         if turn is not None and outcome in ("success", "failure"):
-            self.feedback(turn, outcome)
-        return uri
+            self.feedback(turn, outcome, used=used)
+        return self._put(item)
 
-    def feedback(self, turn: str, outcome: str) -> int:
+    def feedback(self, turn: str, outcome: str, *, used: Sequence[str] | None = None) -> int:
         raise NotImplementedError  # pragma: no cover - ProceduralMixin
 
     def remember_many(self, items: Sequence[Mapping[str, Any]]) -> list[str]:

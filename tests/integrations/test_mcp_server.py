@@ -98,7 +98,9 @@ async def _procedure_session(session: ClientSession) -> None:
     assert pattern["successes"] == 3 and pattern["injected_in_pages"] and pattern["stage"] == "reinforced"
     paged = await _ok(session, "page", query="what first?", goal="ship a release", turn="turn-1")
     assert "Pattern: cut a release" in paged["page"]
-    assert (await _ok(session, "feedback", turn="turn-1", outcome="success"))["patterns_updated"] == 1
+    assert "did not inject" in await _error(session, "feedback", turn="turn-1", outcome="success", used=["nope"])
+    assert (await _ok(session, "feedback", turn="turn-1", outcome="success",
+                      used=["cut a release"]))["patterns_updated"] == 1
     await _ok(session, "page", query="what first?", goal="ship a release", turn="turn-2")
     outcome = await _ok(session, "record_outcome", summary="release 2.4 failed in CI", outcome="failure",
                         turn="turn-2")

@@ -104,6 +104,32 @@ def test_feedback_is_idempotent_and_attributed_to_exactly_the_injected(p) -> Non
     assert p.patterns()[0].confidence == pytest.approx(after["ship"] + 0.05)
 
 
+def test_feedback_credits_only_the_procedures_the_agent_followed(p) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(3):
+        p.reinforce_pattern(spec("ship"))
+        p.reinforce_pattern(spec("ship canary", trigger="deploy the billing service with a canary"))
+    page = p.page("deploy the billing service", "how", turn="t1")
+    assert {x.label for x in page.patterns} == {"ship", "ship canary"}
+    conf = {x.label: x.confidence for x in p.patterns()}
+    with pytest.raises(InvalidInput, match="did not inject"):  # refused before anything is recorded
+        p.feedback("t1", "failure", used=["water plants"])
+    assert p.feedback("t1", "failure", used=["SHIP"]) == 1  # labels match case-insensitively
+    after = {x.label: x.confidence for x in p.patterns()}
+    assert after["ship"] == pytest.approx(conf["ship"] - 0.20) and after["ship canary"] == conf["ship canary"]
+    assert p.feedback("t1", "failure", used=["SHIP"]) == 0  # still once per turn
+    canary = next(x for x in p.patterns() if x.label == "ship canary")
+    p.page("deploy the billing service", "how", turn="t2")
+    with pytest.raises(InvalidInput, match="pass turn="):
+        p.record_outcome("shipped", "success", used=["ship"])
+    n_outcomes = len(p.recall(types=["outcome"]))
+    with pytest.raises(InvalidInput, match="did not inject"):  # a refused outcome writes nothing
+        p.record_outcome("shipped", "success", turn="t2", used=["nope"])
+    assert len(p.recall(types=["outcome"])) == n_outcomes
+    p.record_outcome("shipped with a canary", "success", turn="t2", used=[canary.uri])
+    final = {x.label: x.confidence for x in p.patterns()}
+    assert final["ship canary"] == pytest.approx(conf["ship canary"] + 0.05) and final["ship"] == after["ship"]
+
+
 def test_inversion_proposal_review_and_application(p) -> None:  # type: ignore[no-untyped-def]
     for _ in range(3):
         p.reinforce_pattern(spec("force push"))

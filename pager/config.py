@@ -104,7 +104,9 @@ class PagerConfig:
     # embedding
     embedder: str = "auto"
     hash_dim: int = 384
-    embed_workers: int = 1
+    # two: one batch is embedded while the previous one is stored and indexed (benchmarks/results/
+    # workers.md: 0.92 of direct `encode` throughput against 0.75 with one worker, MiniLM on 2 cores)
+    embed_workers: int = 2
     embed_batch_size: int = 64
     # tries per batch (the first included) before its memories are left pending with the error
     # recorded; the worker then moves on and retries them after a pause that doubles per failed

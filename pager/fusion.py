@@ -56,6 +56,10 @@ def fuse(
     return [Fused(label=lab, score=scores[lab], hits=hits[lab]) for lab in order]
 
 
+# A key of ``completions`` (not a lane): the candidates the semantic lane has no vector for yet.
+UNEMBEDDED = "unembedded"
+
+
 def fuse_scores(
     lanes: Mapping[str, Sequence[tuple[int, float]]],
     completions: Mapping[str, Mapping[int, float]],
@@ -69,6 +73,11 @@ def fuse_scores(
     divided by the best score the lane returned for this query. A candidate one lane did not
     rank still gets that lane's score when it can be looked up (``completions``), so the order
     does not depend on how deep each lane looked. Ties break by label.
+
+    A candidate with no vector yet (``completions[UNEMBEDDED]``: just written, or mid-migration)
+    has no semantic score at all, which is not the same as a poor one: while the semantic lane
+    answers for the others, its semantic share is taken to equal its normalised lexical score, so
+    an exact lexical match is not outranked by near matches only because they were embedded first.
     """
     hits: dict[int, dict[str, LaneHit]] = {}
     raw: dict[str, dict[int, float]] = {}
@@ -93,6 +102,14 @@ def fuse_scores(
         for label, value in values.items():
             if value > floor and label in totals:
                 totals[label] += (value - floor) * factor
+    unembedded = completions.get(UNEMBEDDED, {})
+    lexical = raw.get("lexical", {})
+    best_lexical = max(lexical.values(), default=0.0)
+    if unembedded and "semantic" in lanes and best_lexical > 0 and weights.get("semantic", 0.0) > 0:
+        share = weights["semantic"] / best_lexical
+        for label in unembedded:
+            if label in totals and lexical.get(label, 0.0) > 0:
+                totals[label] += lexical[label] * share
     fused = []
     for label, found in hits.items():
         extra = {lane: values[label] for lane, values in raw.items() if lane not in found and label in values}

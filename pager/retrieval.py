@@ -9,7 +9,7 @@ from typing import Any
 
 from .config import PagerConfig
 from .errors import InvalidInput, PagerError
-from .fusion import Cut, Fused, Packer, fuse, fuse_scores, is_current
+from .fusion import UNEMBEDDED, Cut, Fused, Packer, fuse, fuse_scores, is_current
 from .page import render_line
 from .protocols import LexicalLaneLike, SemanticLaneLike, Store
 from .salience import SalienceBreakdown, params_from_config, salience_score
@@ -68,12 +68,15 @@ class RetrievalMixin:
         semantic_labels = [label for label, _ in lanes.get("semantic", ())]
         lanes["lexical"], completions["lexical"] = self.lexical.search_scored(query, depth, semantic_labels)
         params = params_from_config(self.config, self.clock())
-        only = sorted(before.union(self.semantic.unembedded_labels())) if unindexed else None
+        unembedded = before.union(self.semantic.unembedded_labels()) if unindexed \
+            else set(self.semantic.unembedded_labels())
+        only = sorted(unembedded) if unindexed else None
         lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth, only)
         if vector is not None:
             seen = set(semantic_labels)
             others = {label for name in ("lexical", "salience") for label, _ in lanes[name] if label not in seen}
             completions["semantic"] = self.semantic.scores_for(vector, sorted(others))
+            completions[UNEMBEDDED] = dict.fromkeys(sorted(others & unembedded), 0.0)
         return lanes, completions
 
     def _fuse(

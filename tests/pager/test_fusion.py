@@ -273,3 +273,20 @@ def test_report_breaks_the_salience_score_into_its_terms(store_path: Path) -> No
         assert page.report.to_dict()["snippets"][0]["salience"] == page.report.snippets[0].salience
         assert f"salience {entry.salience['total']:.3f} = recency {entry.salience['recency']:.3f}" \
             in page.report.table()
+
+
+def test_a_memory_without_a_vector_is_not_outranked_for_lacking_one() -> None:
+    from pager.fusion import UNEMBEDDED
+
+    weights = {"semantic": 0.5, "lexical": 0.5, "salience": 0.2}
+    lanes = {"semantic": [(1, 0.9)], "lexical": [(2, 10.0), (1, 6.0)]}
+    # 2 matches the query exactly but has no vector yet; 1 is embedded and a near match
+    unknown = fuse_scores(lanes, {"lexical": {}, UNEMBEDDED: {2: 0.0}}, weights, 0.1)
+    assert [f.label for f in unknown] == [2, 1]
+    assert unknown[0].score == pytest.approx(1.0)  # its semantic share taken from its lexical score
+    # the same memory *with* a vector that scored nothing keeps its poor semantic score
+    known = fuse_scores(lanes, {"semantic": {2: 0.05}}, weights, 0.1)
+    assert [f.label for f in known] == [1, 2] and known[1].score == pytest.approx(0.5)
+    # with the semantic lane down for the query, nobody has a semantic score: nothing is imputed
+    down = fuse_scores({"lexical": lanes["lexical"]}, {UNEMBEDDED: {1: 0.0, 2: 0.0}}, weights, 0.1)
+    assert [round(f.score, 3) for f in down] == [0.5, 0.3]

@@ -62,6 +62,12 @@ def refers_to(payload: Mapping[str, Any], result_uri: str | None, uris: set[str]
     return result_uri in uris or payload.get("uri") in uris or held in hashes
 
 
+def referring(rows: Sequence[tuple[Any, ...]], gone: Sequence[Memory]) -> list[tuple[str, str]]:
+    """The (id, payload) of the review rows ``(id, payload json, result_uri)`` that hold or point at ``gone``."""
+    uris, hashes = {m.uri for m in gone}, {m.content_hash for m in gone}
+    return [(r[0], r[1]) for r in rows if refers_to(json.loads(r[1]), r[2], uris, hashes)]
+
+
 def purge_audit(actor: str, rows: Sequence[tuple[str, str]]) -> list[tuple[str, str, str, str]]:
     """Audit rows for deleted review items (id, payload json): the hash of what they held."""
     return [(actor, "forget", f"review:{rid}", content_hash(payload)) for rid, payload in rows]
@@ -229,11 +235,11 @@ class JournalMixin:
 
     def _forget_journal(self, con: Any, actor: str, gone: Sequence[Memory]) -> None:
         """Inside the delete's transaction: the review rows and injection records of ``gone``."""
-        uris, hashes = {m.uri for m in gone}, {m.content_hash for m in gone}
-        con.execute("DELETE FROM injections WHERE actor = ? AND uri IN (SELECT unnest(?))", [actor, sorted(uris)])
+        con.execute("DELETE FROM injections WHERE actor = ? AND uri IN (SELECT unnest(?))",
+                    [actor, sorted({m.uri for m in gone})])
         rows = con.execute("SELECT id, payload, result_uri FROM review_queue WHERE actor = ? ORDER BY id",
                            [actor]).fetchall()
-        doomed = [(r[0], r[1]) for r in rows if refers_to(json.loads(r[1]), r[2], uris, hashes)]
+        doomed = referring(rows, gone)
         if doomed:
             con.execute("DELETE FROM review_queue WHERE actor = ? AND id IN (SELECT unnest(?))",
                         [actor, [rid for rid, _ in doomed]])

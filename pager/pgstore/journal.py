@@ -12,7 +12,7 @@ from typing import Any
 from ..audit import AuditEntry, AuditReport
 from ..audit import verify as verify_chain
 from ..errors import InvalidInput, MemoryNotFound
-from ..store_journal import Deprecate, ReviewItem, purge_audit, redact, refers_to
+from ..store_journal import Deprecate, ReviewItem, purge_audit, redact, referring
 from ..types import Memory, NewMemory, PutResult
 from ..validate import content_hash
 from .db import AuditRow, Conn, Db
@@ -218,11 +218,11 @@ class JournalMixin:
     @staticmethod
     def _forget_journal(conn: Conn, audit: list[AuditRow], actor: str, gone: Sequence[Memory]) -> None:
         """Inside the delete's transaction: the review rows and injection records of ``gone``."""
-        uris, hashes = {m.uri for m in gone}, {m.content_hash for m in gone}
-        conn.execute("DELETE FROM injections WHERE actor = %s AND uri = ANY(%s)", [actor, sorted(uris)])
+        conn.execute("DELETE FROM injections WHERE actor = %s AND uri = ANY(%s)",
+                     [actor, sorted({m.uri for m in gone})])
         rows = conn.execute("SELECT id, payload, result_uri FROM review_queue WHERE actor = %s ORDER BY id FOR UPDATE",
                             [actor]).fetchall()
-        doomed = [(r[0], r[1]) for r in rows if refers_to(json.loads(r[1]), r[2], uris, hashes)]
+        doomed = referring(rows, gone)
         if doomed:
             conn.execute("DELETE FROM review_queue WHERE actor = %s AND id = ANY(%s)",
                          [actor, [rid for rid, _ in doomed]])

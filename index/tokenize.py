@@ -25,7 +25,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -42,7 +42,6 @@ _CACHE_LIMIT = 200_000
 RAW_TOKEN = re.compile(r"[~./@#$]*\w+(?:[.\-/\\@:+#~?=&%'’]+\w+)*")
 _ELLIPSIS = re.compile(r"^\.{2,}(?!/)")
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
-_NUMBER = re.compile(r"\d+")
 _SPLIT = re.compile(r"[\W_]+")
 _HUMP = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_A-Za-z]+")
 _MIXED_CASE = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]{2}")
@@ -111,6 +110,8 @@ def _fold(text: str) -> str:
 
 def _parts(raw: str) -> list[str]:
     """Split an identifier at separators and camelCase humps (before case folding loses the humps)."""
+    if not _MIXED_CASE.search(raw):  # then no piece has a hump either (a piece is a substring)
+        return [piece for piece in _SPLIT.split(raw) if piece]
     out: list[str] = []
     for piece in _SPLIT.split(raw):
         if piece:
@@ -118,13 +119,13 @@ def _parts(raw: str) -> list[str]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Unit:
+class Unit(NamedTuple):
     """One raw token after analysis: ``wholes`` at its first position, ``leaves`` at consecutive ones.
 
     An ordinary word or a number has one leaf and no whole; a stopword has neither (but one position);
     an identifier without separators is a single leaf; one with separators has wholes and parts.
     ``terms``/``offsets``/``width`` are precomputed because documents are analysed token by token.
+    (A named tuple: a batch of new documents builds one per distinct new token, so it must be cheap.)
     """
 
     wholes: tuple[str, ...]
@@ -137,6 +138,12 @@ class Unit:
     def of(cls, wholes: tuple[str, ...], leaves: tuple[str, ...]) -> Unit:
         offsets = (0,) * len(wholes) + tuple(range(len(leaves)))
         return cls(wholes, leaves, wholes + leaves, offsets, max(1, len(leaves)))
+
+    @classmethod
+    def leaf(cls, term: str) -> Unit:
+        """``Unit.of((), (term,))``: a word or a number, the common case."""
+        one = (term,)
+        return cls((), one, one, (0,), 1)
 
 
 _NOTHING = Unit.of((), ())
@@ -153,6 +160,7 @@ class TokenizerConfig:
 class Tokenizer:
     config: TokenizerConfig = field(default_factory=TokenizerConfig)
     _cache: dict[str, Unit] = field(default_factory=dict, repr=False)
+    _part_memo: dict[str, str] = field(default_factory=dict, repr=False)  # identifier piece -> its term
 
     @property
     def version(self) -> str:
@@ -198,27 +206,38 @@ class Tokenizer:
         return list(dict.fromkeys(t for unit in self.units(text) for t in unit.terms))
 
     def _analyse(self, raw: str) -> Unit:
-        raw = _ELLIPSIS.sub("", raw)
+        if raw.startswith(".."):
+            raw = _ELLIPSIS.sub("", raw)
+        if raw.isdecimal():  # the same set as ``\d+`` (Unicode category Nd), tested before the regexes
+            return Unit.leaf(raw)
+        if raw.isascii() and raw.isalpha() and not _MIXED_CASE.search(raw):  # a plain ASCII word
+            word = raw.lower()  # what NFKC + casefold do to ASCII letters
+            if self.config.stopwords and word in STOPWORDS:
+                return _NOTHING
+            return Unit.leaf(stem_word(word, self.config.stem))
         if _WORD.fullmatch(raw) and not _MIXED_CASE.search(raw):
             word = _fold(raw).replace("’", "'")
             word = word[:-2] if word.endswith("'s") else word
             word = word.replace("'", "")
             if self.config.stopwords and word in STOPWORDS:
                 return _NOTHING
-            return Unit.of((), (stem_word(word, self.config.stem),))
-        if _NUMBER.fullmatch(raw):
-            return Unit.of((), (raw,))
+            return Unit.leaf(stem_word(word, self.config.stem))
         whole = _fold(raw)
         parts = [self._part(p) for p in _parts(raw)]
         if not self.config.subtokens or parts in ([], [whole]):
-            return Unit.of((), (whole,))
+            return Unit.leaf(whole)
         wholes = (whole, whole[1:]) if _VERSION.fullmatch(whole) else (whole,)
         return Unit.of(wholes, tuple(parts))
 
     def _part(self, piece: str) -> str:
-        folded = _fold(piece)
-        # Parts are stemmed like words so "tests/" meets "test", but never dropped as stopwords.
-        return stem_word(folded, self.config.stem) if folded.isalpha() else folded
+        part = self._part_memo.get(piece)
+        if part is None:
+            if len(self._part_memo) > _CACHE_LIMIT:
+                self._part_memo.clear()
+            folded = _fold(piece)
+            # Parts are stemmed like words so "tests/" meets "test", but never dropped as stopwords.
+            part = self._part_memo[piece] = stem_word(folded, self.config.stem) if folded.isalpha() else folded
+        return part
 
 
 # -- encoding to arrays -------------------------------------------------------------------------

@@ -37,10 +37,17 @@ class AuditReport:
     reason: str
 
 
-def link(seq: int, at: datetime, actor: str, op: str, uri: str, chash: str, prev: str) -> str:
-    stamp = at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds")
+def _stamp(at: datetime) -> str:
+    return at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds")
+
+
+def _digest(seq: int, stamp: str, actor: str, op: str, uri: str, chash: str, prev: str) -> str:
     body = "\x1f".join([str(seq), stamp, actor, op, uri, chash, prev])
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def link(seq: int, at: datetime, actor: str, op: str, uri: str, chash: str, prev: str) -> str:
+    return _digest(seq, _stamp(at), actor, op, uri, chash, prev)
 
 
 def chain(
@@ -48,10 +55,11 @@ def chain(
 ) -> list[AuditEntry]:
     """Entries for (actor, op, uri, content_hash) rows, continuing from (seq, hash) ``tail``."""
     seq, prev = tail
+    stamp = _stamp(at)  # one time for the whole batch, formatted once
     out = []
     for actor, op, uri, chash in rows:
         seq += 1
-        digest = link(seq, at, actor, op, uri, chash, prev)
+        digest = _digest(seq, stamp, actor, op, uri, chash, prev)
         out.append(AuditEntry(seq, at, actor, op, uri, chash, prev, digest))
         prev = digest
     return out
@@ -67,11 +75,19 @@ def insert(con: Any, entries: Sequence[AuditEntry]) -> None:
         return
     cols = {  # noqa: F841 - read by DuckDB's replacement scan
         "seq": np.array([e.seq for e in entries], dtype=np.int64),
-        "recorded_at": np.array([e.at.replace(tzinfo=None) for e in entries], dtype="datetime64[us]"),
+        "recorded_at": _naive_times([e.at for e in entries]),
         **{name: np.array([getattr(e, name) for e in entries], dtype=object)
            for name in ("actor", "op", "uri", "content_hash", "prev_hash", "hash")},
     }
     con.execute("INSERT INTO audit SELECT seq, recorded_at, actor, op, uri, content_hash, prev_hash, hash FROM cols")
+
+
+def _naive_times(times: list[datetime]) -> np.ndarray:
+    """Naive datetime64 values of aware times; a batch usually shares one time, converted once."""
+    first = times[0]
+    if all(t is first for t in times):
+        return np.full(len(times), np.datetime64(first.replace(tzinfo=None), "us"))
+    return np.array([t.replace(tzinfo=None) for t in times], dtype="datetime64[us]")
 
 
 def verify(rows: Sequence[tuple[Any, ...]]) -> AuditReport:

@@ -138,35 +138,34 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
         """The write itself (write lock held); ``then(con, results)`` runs in the same transaction."""
         now = naive_utc(datetime.now(timezone.utc))
         keys = [dedup_key_of(it) for it in items]
+        # (actor, type, dedup key) of each item, built once: the batch path is per-item Python
+        where = [(it.actor, it.type._value_, key) for it, key in zip(items, keys, strict=True)]
         with self._tx() as con:
-            existing = self._existing(con, items, keys)
-            slot: dict[tuple[str, str, str], int] = dict(existing)  # dedup key -> label
+            slot: dict[tuple[str, str, str], int] = self._existing(con, items, keys)  # dedup key -> label
             fresh: list[int] = []
-            for i, (it, key) in enumerate(zip(items, keys, strict=True)):
-                if (it.actor, it.type.value, key) not in slot:
-                    slot[(it.actor, it.type.value, key)] = -1 - i  # placeholder until inserted
+            for i, at in enumerate(where):
+                if at not in slot:
+                    slot[at] = -1 - i  # placeholder until inserted
                     fresh.append(i)
             fresh_set = set(fresh)
             ids = [secrets.token_hex(8) for _ in fresh]
-            bumps = [(it, key) for i, (it, key) in enumerate(zip(items, keys, strict=True)) if i not in fresh_set]
+            bumps = [(items[i], keys[i]) for i in range(len(items)) if i not in fresh_set]
             new = [items[i] for i in fresh]
             # serialised and hashed once: the row and the returned Memory share them
             metas = [json.dumps(dict(it.metadata), sort_keys=True) if it.metadata else "{}" for it in new]
             hashes = [content_hash(it.text) for it in new]
             labels = self._insert(con, new, [keys[i] for i in fresh], ids, now, metas, hashes)
-            loaded = {labels[j]: self._as_memory(new[j], labels[j], ids[j], now, metas[j], hashes[j])
+            stamp = now.replace(tzinfo=timezone.utc)
+            loaded = {labels[j]: self._as_memory(new[j], labels[j], ids[j], stamp, metas[j], hashes[j])
                       for j in range(len(new))}
             for j, i in enumerate(fresh):
-                slot[(items[i].actor, items[i].type.value, keys[i])] = labels[j]
+                slot[where[i]] = labels[j]
             if bumps:
                 self._bump(con, bumps, now)
                 for actor in {it.actor for it, _ in bumps}:  # read back what the bumps changed
-                    changed = [slot[(it.actor, it.type.value, key)] for it, key in bumps if it.actor == actor]
+                    changed = [slot[where[i]] for i in range(len(items)) if i not in fresh_set and where[i][0] == actor]
                     loaded.update(self._sql_get_many(actor, changed))
-            results = [
-                PutResult(memory=loaded[slot[(it.actor, it.type.value, key)]], created=i in fresh_set)
-                for i, (it, key) in enumerate(zip(items, keys, strict=True))
-            ]
+            results = [PutResult(memory=loaded[slot[at]], created=i in fresh_set) for i, at in enumerate(where)]
             self._audit(con, [(r.memory.actor, "remember" if r.created else "reinforce", r.memory.uri,
                                r.memory.content_hash) for r in results])
             if then is not None:
@@ -174,17 +173,15 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
         return results
 
     @staticmethod
-    def _as_memory(item: NewMemory, label: int, mid: str, now: datetime, meta: str, chash: str) -> Memory:
-        stamp = now.replace(tzinfo=timezone.utc)
+    def _as_memory(item: NewMemory, label: int, mid: str, stamp: datetime, meta: str, chash: str) -> Memory:
+        """The Memory a read of the freshly inserted row returns (``stamp``: the write's aware UTC time)."""
         created = to_utc(item.created_at) if item.created_at else stamp
         return Memory(
-            label=label, id=mid, uri=make_uri(item.actor, item.type, mid), actor=item.actor,
-            scope=item.scope, type=item.type, text=item.text, source=item.source,
-            confidence=float(item.confidence), importance=float(item.importance),
-            strength=float(item.strength), created_at=created,
-            updated_at=stamp, last_accessed_at=stamp, access_count=0, tags=tuple(item.tags),
-            metadata=json.loads(meta) if meta != "{}" else {},  # exactly what a read of the row returns
-            content_hash=chash,
+            label, mid, make_uri(item.actor, item.type, mid), item.actor, item.scope, item.type, item.text,
+            item.source, float(item.confidence), float(item.importance), float(item.strength), created,
+            stamp, stamp, 0, tuple(item.tags),
+            json.loads(meta) if meta != "{}" else {},  # exactly what a read of the row returns
+            chash,
         )
 
     def _existing(
@@ -200,7 +197,7 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             return {} if found is None else {(it.actor, it.type.value, keys[0]): int(found)}
         batch = {  # noqa: F841 - read by DuckDB's replacement scan
             "actor": np.array([it.actor for it in items], dtype=object),
-            "type": np.array([it.type.value for it in items], dtype=object),
+            "type": np.array([it.type._value_ for it in items], dtype=object),
             "dedup_key": np.array(keys, dtype=object),
         }
         rows = con.execute(
@@ -227,10 +224,10 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             "label": np.array(labels, dtype=np.int64),
             "id": np.array(ids, dtype=object),
             "actor": np.array([it.actor for it in items], dtype=object),
-            "scope": np.array([it.scope.value for it in items], dtype=object),
-            "type": np.array([it.type.value for it in items], dtype=object),
+            "scope": np.array([it.scope._value_ for it in items], dtype=object),
+            "type": np.array([it.type._value_ for it in items], dtype=object),
             "text": np.array([it.text for it in items], dtype=object),
-            "source": np.array([it.source.value for it in items], dtype=object),
+            "source": np.array([it.source._value_ for it in items], dtype=object),
             "confidence": np.array([it.confidence for it in items], dtype=np.float64),
             "importance": np.array([it.importance for it in items], dtype=np.float64),
             "strength": np.array([it.strength for it in items], dtype=np.float64),

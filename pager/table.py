@@ -41,6 +41,23 @@ def epoch(value: datetime | None) -> float:
     return value.timestamp()
 
 
+def _epochs(values: list[datetime | None]) -> list[float]:
+    """``epoch`` of each; a batch written at one moment shares its datetime objects, converted once."""
+    memo: dict[int, float] = {}
+    out = []
+    for value in values:
+        key = id(value)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = epoch(value)
+        out.append(got)
+    return out
+
+
+def _meta_json(metadata: Any) -> str:
+    return json.dumps(dict(metadata), sort_keys=True) if metadata else "{}"
+
+
 def _nullable(column: Any) -> list[Any]:
     """DuckDB hands nullable columns over as masked arrays; masked means NULL."""
     mask = np.ma.getmaskarray(column)
@@ -84,15 +101,40 @@ class ActorTable:
         batch = list(memories)
         with self.lock:
             self._grow(len(batch))
+            if len(batch) < 64:
+                for m in batch:
+                    self._write_row(self._row_of(m), m)
+                return
+            rows = np.fromiter((self._row_of(m) for m in batch), np.int64, len(batch))
             for m in batch:
-                row = self.rows.get(m.label)
-                if row is None:
-                    row = self.size
-                    self.size += 1
-                    self.rows[m.label] = row
-                    self.labels[row] = m.label
-                self.ids[m.id] = m.label
-                self._write_row(row, m)
+                self._built.pop(m.label, None)
+            # a batch is written column by column: one numpy assignment per column, not per cell
+            n = self.num
+            for name, attr in (("created", "created_at"), ("updated", "updated_at"),
+                               ("accessed", "last_accessed_at"), ("valid_until", "valid_until")):
+                n[name][rows] = _epochs([getattr(m, attr) for m in batch])
+            for name in ("importance", "strength", "confidence", "access_count"):
+                n[name][rows] = [getattr(m, name) for m in batch]
+            n["type"][rows] = [TYPE_CODE[m.type] for m in batch]
+            n["alive"][rows] = True
+            n["superseded"][rows] = [m.superseded_by is not None for m in batch]
+            o = self.obj
+            for row, m in zip(rows.tolist(), batch, strict=True):
+                o["id"][row], o["text"][row], o["source"][row], o["scope"][row] = m.id, m.text, m.source, m.scope
+                o["tags"][row], o["content_hash"][row] = tuple(m.tags), m.content_hash
+                o["metadata"][row] = _meta_json(m.metadata)
+                o["superseded_by"][row] = m.superseded_by
+
+    def _row_of(self, m: Memory) -> int:
+        """The row of ``m``'s label, appended if new (lock held, room already grown)."""
+        row = self.rows.get(m.label)
+        if row is None:
+            row = self.size
+            self.size += 1
+            self.rows[m.label] = row
+            self.labels[row] = m.label
+        self.ids[m.id] = m.label
+        return row
 
     def load(self, cols: dict[str, Any]) -> None:
         """Bulk fill from DuckDB's ``fetchnumpy()`` of MEMORY_COLUMNS (much faster than per row)."""
@@ -141,7 +183,7 @@ class ActorTable:
         o = self.obj
         o["id"][row], o["text"][row], o["source"][row], o["scope"][row] = m.id, m.text, m.source, m.scope
         o["tags"][row], o["content_hash"][row] = tuple(m.tags), m.content_hash
-        o["metadata"][row] = json.dumps(dict(m.metadata), sort_keys=True)
+        o["metadata"][row] = _meta_json(m.metadata)
         o["superseded_by"][row] = m.superseded_by
 
     def remove(self, labels: Iterable[int]) -> None:

@@ -222,8 +222,12 @@ class Tokenizer:
             if self.config.stopwords and word in STOPWORDS:
                 return _NOTHING
             return Unit.leaf(stem_word(word, self.config.stem))
-        whole = _fold(raw)
-        parts = [self._part(p) for p in _parts(raw)]
+        if raw.isascii() and raw == raw.lower():  # e.g. "ref-4411", "src/app.py": fold and humps are no-ops
+            whole = raw
+            parts = [self._part(p) if p.isalpha() else p for p in _SPLIT.split(raw) if p]
+        else:
+            whole = _fold(raw)
+            parts = [self._part(p) for p in _parts(raw)]
         if not self.config.subtokens or parts in ([], [whole]):
             return Unit.leaf(whole)
         wholes = (whole, whole[1:]) if _VERSION.fullmatch(whole) else (whole,)

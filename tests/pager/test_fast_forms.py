@@ -17,7 +17,8 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from index.tokenize import RAW_TOKEN, Tokenizer, TokenizerConfig, Unit, stem_word
+import index.tokenize as tk
+from index.tokenize import RAW_TOKEN, STOPWORDS, Tokenizer, TokenizerConfig, Unit, stem_word
 from pager.table import ActorTable
 from pager.types import Memory, MemoryType, Scope, Source
 from pager.validate import normalize
@@ -53,14 +54,8 @@ def test_normalize_examples() -> None:
 
 
 # -- tokeniser: the analysis of one raw token, as it was before the fast paths -------------------
-_ELLIPSIS = re.compile(r"^\.{2,}(?!/)")
-_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
+# (the same patterns: the fast paths changed the control flow around them, not the patterns)
 _NUMBER = re.compile(r"\d+")
-_SPLIT = re.compile(r"[\W_]+")
-_HUMP = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_A-Za-z]+")
-_MIXED_CASE = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]{2}")
-_VERSION = re.compile(r"v\d+(?:\.\d+)+")
-_STOPWORDS = {"the", "a", "is", "dont", "and", "of"}
 
 
 def _fold(text: str) -> str:
@@ -68,8 +63,8 @@ def _fold(text: str) -> str:
 
 
 def reference_analyse(raw: str, config: TokenizerConfig, stopwords: frozenset[str]) -> Unit:
-    raw = _ELLIPSIS.sub("", raw)
-    if _WORD.fullmatch(raw) and not _MIXED_CASE.search(raw):
+    raw = tk._ELLIPSIS.sub("", raw)
+    if tk._WORD.fullmatch(raw) and not tk._MIXED_CASE.search(raw):
         word = _fold(raw).replace("’", "'")
         word = word[:-2] if word.endswith("'s") else word
         word = word.replace("'", "")
@@ -80,16 +75,16 @@ def reference_analyse(raw: str, config: TokenizerConfig, stopwords: frozenset[st
         return Unit.of((), (raw,))
     whole = _fold(raw)
     pieces: list[str] = []
-    for piece in _SPLIT.split(raw):
+    for piece in tk._SPLIT.split(raw):
         if piece:
-            pieces.extend(_HUMP.findall(piece) if _MIXED_CASE.search(piece) else (piece,))
+            pieces.extend(tk._HUMP.findall(piece) if tk._MIXED_CASE.search(piece) else (piece,))
     parts = []
     for piece in pieces:
         folded = _fold(piece)
         parts.append(stem_word(folded, config.stem) if folded.isalpha() else folded)
     if not config.subtokens or parts in ([], [whole]):
         return Unit.of((), (whole,))
-    wholes = (whole, whole[1:]) if _VERSION.fullmatch(whole) else (whole,)
+    wholes = (whole, whole[1:]) if tk._VERSION.fullmatch(whole) else (whole,)
     return Unit.of(wholes, tuple(parts))
 
 
@@ -102,19 +97,13 @@ CONFIGS = [TokenizerConfig(), TokenizerConfig(stem="none", subtokens=False, stop
            TokenizerConfig(stem="plural")]
 
 
-def _stopwords() -> frozenset[str]:
-    from index.tokenize import STOPWORDS
-
-    return STOPWORDS
-
-
 def test_analyse_equals_the_reference_on_tricky_tokens() -> None:
     for config in CONFIGS:
         tok = Tokenizer(config)
         for raw in TRICKY:
             # as the tokeniser meets them (after NFKC), and as given (the analysis alone)
             for found in [*RAW_TOKEN.findall(unicodedata.normalize("NFKC", raw)), raw]:
-                assert tok.unit(found) == reference_analyse(found, config, _stopwords()), (config, found)
+                assert tok.unit(found) == reference_analyse(found, config, STOPWORDS), (config, found)
 
 
 @settings(max_examples=400)
@@ -122,7 +111,7 @@ def test_analyse_equals_the_reference_on_tricky_tokens() -> None:
 def test_analyse_equals_the_reference_on_any_text(text: str, config: TokenizerConfig) -> None:
     tok = Tokenizer(config)
     for raw in tok.raw_tokens(text):
-        assert tok.unit(raw) == reference_analyse(raw, config, _stopwords())
+        assert tok.unit(raw) == reference_analyse(raw, config, STOPWORDS)
 
 
 # -- the mirror's batch upsert writes what per-row writes write ------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 
 from .config import PagerConfig
 from .errors import InvalidInput, InvalidText
+from .gcpause import collector_paused
 from .lifecycle import next_maturity
 from .patterns import Pattern, PatternSpec
 from .protocols import Store
@@ -16,6 +17,7 @@ from .types import Memory, MemoryType, NewMemory, PutResult, Scope, Source
 from .validate import check_text, check_type, parse_time
 
 OUTCOMES = ("success", "failure", "partial", "unknown")
+GC_PAUSE_FROM = 1_000  # items in one remember_many from which the cyclic collector is paused
 CONSTRAINT_STRENGTHS = ("hard", "soft")
 _ITEM_KEYS = {
     "type", "text", "created_at", "tags", "metadata", "importance", "confidence", "strength",
@@ -173,9 +175,17 @@ class WriteBack:
         raise NotImplementedError  # pragma: no cover - ProceduralMixin
 
     def remember_many(self, items: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Batch write (columnar insert). Every item is validated before anything is stored."""
+        """Batch write (columnar insert). Every item is validated before anything is stored.
+
+        A batch of ``GC_PAUSE_FROM`` items or more runs with Python's cyclic collector paused
+        (``pager.gcpause``): its many short-lived objects would otherwise trigger full collections.
+        """
         if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
             raise InvalidInput("remember_many takes a list of dicts like {'type': 'event', 'text': '...'}")
+        with collector_paused(len(items) >= GC_PAUSE_FROM):
+            return self._remember_many(items)
+
+    def _remember_many(self, items: Sequence[Mapping[str, Any]]) -> list[str]:
         built: list[NewMemory] = []
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):

@@ -224,7 +224,7 @@ class Tokenizer:
             return Unit.leaf(stem_word(word, self.config.stem))
         if raw.isascii() and raw == raw.lower():  # e.g. "ref-4411", "src/app.py": fold and humps are no-ops
             whole = raw
-            parts = [self._part(p) if p.isalpha() else p for p in _SPLIT.split(raw) if p]
+            parts = [self._part(p) if p.isalpha() else p for p in _parts(raw)]
         else:
             whole = _fold(raw)
             parts = [self._part(p) for p in _parts(raw)]

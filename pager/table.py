@@ -121,12 +121,8 @@ class ActorTable:
             n["type"][rows] = [TYPE_CODE[m.type] for m in batch]
             n["alive"][rows] = True
             n["superseded"][rows] = [m.superseded_by is not None for m in batch]
-            o = self.obj
             for row, m in zip(rows.tolist(), batch, strict=True):
-                o["id"][row], o["text"][row], o["source"][row], o["scope"][row] = m.id, m.text, m.source, m.scope
-                o["tags"][row], o["content_hash"][row] = tuple(m.tags), m.content_hash
-                o["metadata"][row] = _meta_json(m.metadata)
-                o["superseded_by"][row] = m.superseded_by
+                self._write_objects(row, m)
 
     def _row_of(self, m: Memory) -> int:
         """The row of ``m``'s label, appended if new (lock held, room already grown)."""
@@ -187,6 +183,9 @@ class ActorTable:
         n["importance"][row], n["strength"][row], n["confidence"][row] = m.importance, m.strength, m.confidence
         n["access_count"][row], n["type"][row] = m.access_count, TYPE_CODE[m.type]
         n["alive"][row], n["superseded"][row] = True, m.superseded_by is not None
+        self._write_objects(row, m)
+
+    def _write_objects(self, row: int, m: Memory) -> None:
         o = self.obj
         o["id"][row], o["text"][row], o["source"][row], o["scope"][row] = m.id, m.text, m.source, m.scope
         o["tags"][row], o["content_hash"][row] = tuple(m.tags), m.content_hash

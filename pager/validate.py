@@ -77,7 +77,7 @@ def normalize(text: str) -> str:
     code point), so this equals the regex form every stored dedup key was made with —
     ``re.sub(r"[\s.!;,]+$", "", re.sub(r"\s+", " ", folded).strip())`` — at a fifth of the cost:
     once whitespace is collapsed to single spaces, that trailing run is what ``rstrip(" .!;,")``
-    removes. (tests/pager/test_validate_speed_forms.py holds the two forms equal.)
+    removes. (tests/pager/test_fast_forms.py holds the two forms equal.)
     """
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split()).rstrip(" .!;,")
 

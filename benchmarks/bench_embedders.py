@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from embedders import HashEmbedder, HttpEmbedder, HttpOptions, LocalEmbedder
-from embedders.testing import EmbeddingServer
+from mempager.embedders import HashEmbedder, HttpEmbedder, HttpOptions, LocalEmbedder
+from mempager.embedders.testing import EmbeddingServer
 
 from ._common import LOCOMO, peak_rss_mib, percentiles, time_calls, write_results
 

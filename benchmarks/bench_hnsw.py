@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-import pager  # noqa: F401  (imported before index: see tests/index/conftest.py)
-from index.hnsw import HnswIndex
-from index.manifest import read_manifest, verify_file
+import mempager  # noqa: F401  (imported before index: see tests/index/conftest.py)
+from mempager.index.hnsw import HnswIndex
+from mempager.index.manifest import read_manifest, verify_file
 
 from ._common import LOCOMO, peak_rss_mib, percentiles, write_results
 

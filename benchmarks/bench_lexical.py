@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pager  # noqa: F401  (imported before index: see tests/index/conftest.py)
-from index.lexical import LexicalIndex
-from index.tokenize import TokenizerConfig
+import mempager  # noqa: F401  (imported before index: see tests/index/conftest.py)
+from mempager.index.lexical import LexicalIndex
+from mempager.index.tokenize import TokenizerConfig
 
 from ._common import LOCOMO, peak_rss_mib, percentiles, time_calls, write_results
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from pager.cli import main
+from mempager.cli.main import main
 
 from ._common import LOCOMO, RESULTS
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-import pager
-from pager import PagerConfig
+import mempager
+from mempager import PagerConfig
 
 from ._common import percentiles, write_results
 
@@ -41,7 +41,7 @@ def build_store(path: Path, n: int) -> None:
     items = [{"type": TYPES[i % len(TYPES)],
               "text": f"Note {i}: " + " ".join(rng.choice(WORDS) for _ in range(12)) + f" ref-{i:05d}."}
              for i in range(n)]
-    with pager.open(path, actor="bench", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(path, actor="bench", config=PagerConfig(embedder="hash")) as p:
         p.remember_many(items)
         p.add_rule("Never deploy on a red CI run.")
         p.remember_user_fact("The user is Ana, tech lead of billing.")
@@ -55,11 +55,11 @@ async def timed(fn: Callable[..., Awaitable[Any]], *args: Any) -> float:
 
 
 async def measure(store: Path, queries: list[str], warmup: int) -> dict[str, list[float]]:
-    args = ["-m", "pager.cli", "serve", "--store", str(store.with_name("served.duckdb")), "--actor", "bench",
+    args = ["-m", "mempager", "serve", "--store", str(store.with_name("served.duckdb")), "--actor", "bench",
             "--embedder", "hash"]
     params = StdioServerParameters(command=sys.executable, args=args, env={"HF_HUB_OFFLINE": "1"})
     samples: dict[str, list[float]] = {"direct": [], "mcp": [], "ping": []}
-    with pager.open(store, actor="bench", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(store, actor="bench", config=PagerConfig(embedder="hash")) as p:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
 

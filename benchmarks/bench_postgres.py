@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-import pager
-from embedders import HashEmbedder
-from pager import PagerConfig
-from pager.types import FloatMatrix
+import mempager
+from mempager.embedders import HashEmbedder
+from mempager import PagerConfig
+from mempager.types import FloatMatrix
 
 from ._common import LOCOMO, peak_rss_mib, percentiles, write_results
 from .bench_hnsw import embeddings, exact_top, locomo_texts, tile
@@ -94,7 +94,7 @@ def schema_url(server: Any, schema: str) -> str:
 
 
 def ingest(location: str | Path, texts: list[str], embedder: Lookup, batch: int = 1000) -> dict[str, Any]:
-    with pager.open(location, actor=ACTOR, config=CONFIG, embedder=embedder) as p:
+    with mempager.open(location, actor=ACTOR, config=CONFIG, embedder=embedder) as p:
         start = time.perf_counter()
         for lo in range(0, len(texts), batch):
             p.remember_many([{"type": "event", "text": t} for t in texts[lo:lo + batch]])
@@ -116,7 +116,7 @@ def timed(fn: Any, items: list[Any], warmup: int = 20) -> list[float]:
     return out
 
 
-def semantic_recall(p: pager.Pager, queries: np.ndarray, k: int = 10) -> float:
+def semantic_recall(p: mempager.Pager, queries: np.ndarray, k: int = 10) -> float:
     labels, vectors = p.store.vectors(ACTOR, MODEL)
     truth = exact_top(vectors, queries, k)
     found = 0
@@ -128,7 +128,7 @@ def semantic_recall(p: pager.Pager, queries: np.ndarray, k: int = 10) -> float:
 
 def reads(location: str | Path, embedder: Lookup, questions: list[str], qvecs: np.ndarray) -> dict[str, Any]:
     start = time.perf_counter()
-    with pager.open(location, actor=ACTOR, config=CONFIG, embedder=embedder) as p:
+    with mempager.open(location, actor=ACTOR, config=CONFIG, embedder=embedder) as p:
         opened = time.perf_counter() - start
         out: dict[str, Any] = {"open_s": round(opened, 2), "opened_how": [p.semantic.opened_how, p.lexical.opened_how]}
         out["retrieve"] = percentiles(timed(lambda q: p.retrieve(q), questions))
@@ -144,8 +144,8 @@ def reads(location: str | Path, embedder: Lookup, questions: list[str], qvecs: n
 
 def pg_alternatives(url: str, qvecs: np.ndarray) -> dict[str, Any]:
     """pgvector's ef_search sweep, and what a per-process hnswlib index over the database would cost."""
-    from index.hnsw import HnswIndex
-    from pager.pgstore import open_pg_store
+    from mempager.index.hnsw import HnswIndex
+    from mempager.store.pg import open_pg_store
 
     out: dict[str, Any] = {"ef_sweep": {}}
     for ef in (40, 64, 100, 200):
@@ -185,10 +185,10 @@ CLIENT = """
 import sys, time
 sys.path.insert(0, sys.argv[5])
 from benchmarks.bench_postgres import ACTOR, CONFIG, Lookup, corpus
-import pager
+import mempager
 url, mode, seconds, me = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 _, _, questions, qvecs = corpus(1, 0.0)
-p = pager.open(url, actor=ACTOR, config=CONFIG, embedder=Lookup(dict(zip(questions, qvecs))))
+p = mempager.open(url, actor=ACTOR, config=CONFIG, embedder=Lookup(dict(zip(questions, qvecs))))
 print("ready", flush=True)
 sys.stdin.readline()
 done, end = 0, time.perf_counter() + seconds
@@ -225,7 +225,7 @@ def throughput(url: str, clients: int, mode: str, seconds: float) -> float:
 
 def locomo_recall(server: Any) -> dict[str, Any]:
     """The whole pager on LoCoMo per backend (same MiniLM vectors), plus full-text search as a lexical lane."""
-    from pager import bench_locomo, evalkit, locomo
+    from mempager.evaluation import bench_locomo, evalkit, locomo
 
     conversations = locomo.load(LOCOMO)
     embedder = cached_minilm(conversations)
@@ -249,7 +249,7 @@ def cached_minilm(conversations: list[Any]) -> Lookup:
     key = hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:16]
     cache = Path(tempfile.gettempdir()) / "mempager-bench" / f"locomo-pager-minilm-{key}.npz"
     if not cache.exists():
-        from embedders import EmbedderSettings, pick_embedder
+        from mempager.embedders import EmbedderSettings, pick_embedder
 
         model = pick_embedder(EmbedderSettings.from_env(None, actor="bench", force="local")).embedder
         vectors = np.concatenate([model.embed(texts[i:i + 256]) for i in range(0, len(texts), 256)])
@@ -271,7 +271,7 @@ FTS = {  # (tsquery, rank function) per variant; the OR form ORs the question's 
 
 
 def with_fts_lanes(records: list[Any], conversations: list[Any], url: str) -> list[Any]:
-    from pager.pgstore import open_pg_store
+    from mempager.store.pg import open_pg_store
 
     store = open_pg_store(url)
     out, it = [], iter(records)
@@ -310,7 +310,7 @@ def table(params: dict[str, Any], r: dict[str, Any]) -> str:
               f"| semantic lane alone (k=50) p50 / p95 ms | {_pct(d['semantic_lane'])} | {_pct(p['semantic_lane'])} |",
               f"| semantic recall@10 vs brute force | {d['semantic_recall_at_10']} | {p['semantic_recall_at_10']} |",
               f"| lexical lane (BM25, k=50) p50 / p95 ms | {_pct(d['lexical_lane'])} | {_pct(p['lexical_lane'])} |",
-              f"| `pager.open` on the full store, s | {d['open_s']} | {p['open_s']} |",
+              f"| `mempager.open` on the full store, s | {d['open_s']} | {p['open_s']} |",
               f"| hard `forget` (one memory, compaction included), s | {d['hard_forget_s']} | {p['hard_forget_s']} |"]
     alt = p["alternatives"]
     lines += ["", "## Semantic lane: pgvector in the database, or hnswlib in each process?", "",

@@ -33,9 +33,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import pager
-from pager import PagerConfig, PatternSpec
-from pager.progress import Progress
+import mempager
+from mempager import PagerConfig, PatternSpec
+from mempager.cli.progress import Progress
 
 from ._common import RESULTS, write_results
 
@@ -59,7 +59,7 @@ def run(strategy: str, rates: list[float], turns: int, seed: int, explore: float
     proven_at: int | None = None
     inversions: list[dict[str, Any]] = []
     tmp.mkdir(parents=True, exist_ok=True)
-    with pager.open(tmp / f"{strategy.replace('+', '_')}.duckdb", actor="sim", config=cfg) as p:
+    with mempager.open(tmp / f"{strategy.replace('+', '_')}.duckdb", actor="sim", config=cfg) as p:
         clock = {"now": start}
         p.clock = lambda: clock["now"]
         ranking, _, attribution = strategy.partition("+")

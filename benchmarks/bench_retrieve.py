@@ -40,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
-import pager
-from pager import PagerConfig
-from pager.errors import EmbedderError
-from pager.salience import params_from_config
-from pager.store import open_store
+import mempager
+from mempager import PagerConfig
+from mempager.errors import EmbedderError
+from mempager.lanes.salience import params_from_config
+from mempager.store.duckdb import open_store
 
 from ._common import LOCOMO, git_state, peak_rss_mib, percentiles, write_results
 from .bench_hnsw import embeddings, exact_top, locomo_texts, tile
@@ -101,7 +101,7 @@ def corpus(turns: list[str], docs: np.ndarray, n: int) -> tuple[list[dict[str, A
 
 def build_store(path: Path, items: list[dict[str, Any]], vectors: np.ndarray, embedder: Any) -> dict[str, Any]:
     """Write the memories through the Pager (workers stopped), then their vectors into the store."""
-    p = pager.open(path, ACTOR, config=PagerConfig(), embedder=embedder)
+    p = mempager.open(path, ACTOR, config=PagerConfig(), embedder=embedder)
     p.workers.stop()  # the vectors come from the cache, not from the workers
     start = time.perf_counter()
     for lo in range(0, len(items), 10_000):
@@ -146,7 +146,7 @@ def open_probe(path: Path) -> dict[str, Any]:
     t1 = time.perf_counter()
     store.table(ACTOR)
     t2 = time.perf_counter()
-    p = pager.open(path, ACTOR, config=PagerConfig(), embedder=NameOnly())  # type: ignore[arg-type]
+    p = mempager.open(path, ACTOR, config=PagerConfig(), embedder=NameOnly())  # type: ignore[arg-type]
     t3 = time.perf_counter()
     out = {"store_open_s": round(t1 - t0, 3), "mirror_load_s": round(t2 - t1, 3), "lanes_open_s": round(t3 - t2, 3),
            "total_s": round(t3 - t0, 3), "semantic": p.semantic.opened_how, "lexical": p.lexical.opened_how,
@@ -310,7 +310,7 @@ def recall_chroma(col: Any, qvecs: np.ndarray, truth: list[set[int]]) -> float:
 
 def bench_size(n: int, work: Path, turns: list[str], docs: np.ndarray, questions: list[str], qvecs: np.ndarray,
                embedder: Any, filtered_queries: int) -> dict[str, Any]:
-    from index.hnsw import HnswIndex
+    from mempager.index.hnsw import HnswIndex
 
     log(f"size {n:,}: building the store")
     path = work / f"retrieve-{n}.duckdb"
@@ -322,7 +322,7 @@ def bench_size(n: int, work: Path, turns: list[str], docs: np.ndarray, questions
     opens = cold_opens(path)
     rss_before = vmrss_mib()
     start = time.perf_counter()
-    p = pager.open(path, ACTOR, config=PagerConfig(), embedder=embedder)
+    p = mempager.open(path, ACTOR, config=PagerConfig(), embedder=embedder)
     open_s = time.perf_counter() - start
     rss_pager = vmrss_mib() - rss_before
     assert p.sync(timeout=30), "memories still pending: the vectors were not all stored"
@@ -504,7 +504,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def query_embedding_costs(embedder: Any, questions: list[str]) -> dict[str, Any]:
-    from embedders import HashEmbedder
+    from mempager.embedders import HashEmbedder
 
     hashed = HashEmbedder()
     sample = questions[:200]
@@ -526,7 +526,7 @@ def main() -> None:
         return
     if args.quick:
         args.sizes, args.queries, args.filtered_queries = [10_000], args.queries or 500, 100
-    from embedders import LocalEmbedder
+    from mempager.embedders import LocalEmbedder
 
     load_before = os.getloadavg()
     code = git_state()

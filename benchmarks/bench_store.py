@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import pager
-from pager import PagerConfig
-from pager.store import DuckDBStore
-from pager.types import MemoryType, NewMemory
+import mempager
+from mempager import PagerConfig
+from mempager.store.duckdb import DuckDBStore
+from mempager.types import MemoryType, NewMemory
 
 from ._common import peak_rss_mib, percentiles, time_calls, write_results
 
@@ -45,7 +45,7 @@ def bench_writes(tmp: Path, n_single: int, n_batch: int, batch: int = 10_000) ->
     store_s: list[float] = []
     store = DuckDBStore(tmp / "store-only.duckdb")
     try:
-        with pager.open(tmp / "writes.duckdb", actor="bench", config=PagerConfig(embedder="hash")) as p:
+        with mempager.open(tmp / "writes.duckdb", actor="bench", config=PagerConfig(embedder="hash")) as p:
             p.workers.stop()  # measure writing, not embedding
             start = time.perf_counter()
             for i in range(n_single):
@@ -78,7 +78,7 @@ def bench_writes(tmp: Path, n_single: int, n_batch: int, batch: int = 10_000) ->
 
 def bench_retrieve(tmp: Path, size: int, queries: int) -> dict[str, object]:
     rng = random.Random(size)
-    with pager.open(tmp / f"r{size}.duckdb", actor="bench", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(tmp / f"r{size}.duckdb", actor="bench", config=PagerConfig(embedder="hash")) as p:
         p.remember_many([{"type": "fact", "text": sentence(rng, i)} for i in range(size)])
         start = time.perf_counter()
         p.sync()

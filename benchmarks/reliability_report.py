@@ -51,7 +51,7 @@ SUITES = (
      "values, non-JSON values), recall/forget filters, vectors and labels given to "
      "`DuckDBStore.put_vectors`, `HnswIndex.add` and `HnswIndex.search` (NaN, inf, zeros, wrong dims, "
      "float64/16, int, bool, complex, str, object), uris and actors (`../x`, `/abs`, NUL, 10 KB). Each "
-     "input must be accepted or refused with a `pager.PagerError`; accepted input must read back; the "
+     "input must be accepted or refused with a `mempager.PagerError`; accepted input must read back; the "
      "baseline memories, their vectors and the audit chain are checked after every example."),
     ("isolation", "Isolation", "test_isolation.py",
      "5 actors in one store (alice, bob, `a:b`, `a_b` whose file-name slugs collide, and `ghost` who never "
@@ -84,8 +84,8 @@ read of the actor.** `remember_*(metadata=...)` only checks that metadata is a m
 read of that actor (`recall`, `retrieve`, `get`) raises `RecursionError` when called from a stack a little
 deeper (any framework, server or callback), because each row's metadata is `json.loads`-ed.
 ```python
-import pager
-p = pager.open("/tmp/r.duckdb", actor="neo", config=pager.PagerConfig(embedder="hash"))
+import mempager
+p = mempager.open("/tmp/r.duckdb", actor="neo", config=mempager.PagerConfig(embedder="hash"))
 p.remember_fact("x", metadata={"a": {1, 2}})       # TypeError: Object of type set is not JSON serializable
 deep = cur = {}
 for _ in range(900):
@@ -122,7 +122,7 @@ check `len(content_hashes) == len(labels)` before building the batch.""",
 are cast (complex with a `ComplexWarning`, dropping the imaginary part); str and object arrays that do not
 parse as numbers raise numpy's error.
 ```python
-from index.hnsw import HnswIndex
+from mempager.index.hnsw import HnswIndex
 HnswIndex(4).add([1], np.full((1, 4), "seven"))                      # ValueError: could not convert string to float
 HnswIndex(4).add([1], np.array([[None] * 4], dtype=object))           # TypeError: float() argument must be ...
 ```
@@ -151,9 +151,9 @@ open finds the other actor's manifest, logs "stale" and rebuilds both indexes fr
 open, each close overwrites the other's files.
 ```python
 for a in ("a:b", "a_b"):
-    with pager.open(path, actor=a, config=cfg) as p:
+    with mempager.open(path, actor=a, config=cfg) as p:
         p.remember_fact(f"fact of {a}"); p.sync(5)
-with pager.open(path, actor="a:b", config=cfg) as p:
+with mempager.open(path, actor="a:b", config=cfg) as p:
     print(p.semantic.opened_how)   # rebuilt (stale: ... meta 'actor' is 'a_b', expected 'a:b' ...)
 ```
 Fix: `pager/semantic.py` `slug` / the index directory in `pager/core.py`: make the per-actor directory
@@ -174,7 +174,7 @@ class Meaning:
     def embed(self, texts, role="document"):
         if role == "document": gate.wait()
         return np.tile(np.eye(8, dtype=np.float32)[0], (len(texts), 1))
-p = pager.open("/tmp/i.duckdb", actor="neo", config=pager.PagerConfig(embedder="hash"), embedder=Meaning())
+p = mempager.open("/tmp/i.duckdb", actor="neo", config=mempager.PagerConfig(embedder="hash"), embedder=Meaning())
 p.remember_fact("the user drives an automobile")
 print(p.retrieve("car", k=5))          # found (salience lane: not embedded yet)
 orig = p.lexical.search_scored
@@ -219,13 +219,13 @@ exits) and calling `close()` again does nothing.
 ```sh
 mkdir /tmp/full && mount -t tmpfs -o size=4m tmpfs /tmp/full
 python - <<'EOF'
-import pager
-p = pager.open("/tmp/full/agent.duckdb", actor="neo", config=pager.PagerConfig(embedder="hash"))
+import mempager
+p = mempager.open("/tmp/full/agent.duckdb", actor="neo", config=mempager.PagerConfig(embedder="hash"))
 n = 0
 try:
     while True:
         p.remember_many([{"type": "event", "text": f"{n} {i} " + "word " * 2000} for i in range(10)]); n += 1
-except pager.StoreFull:
+except mempager.StoreFull:
     pass
 p.close()                 # OSError: [Errno 28] No space left on device
 print(p.store.closed)     # False

@@ -1,17 +1,17 @@
-"""Adapters that turn text into vectors. Import only ``pager.types/protocols/errors`` from here.
+"""Adapters that turn text into vectors. Import only ``mempager.types/protocols/errors`` from here.
 
-``import embedders`` never imports torch: ``LocalEmbedder`` imports sentence-transformers when it
+``import mempager.embedders`` never imports torch: ``LocalEmbedder`` imports sentence-transformers when it
 is constructed. ``pick_embedder(EmbedderSettings.from_env(os.environ, actor=...))`` runs the
 selection chain gateway → provider → local model → hash.
 """
 
-from .base import check_vectors
-from .chain import CandidateReport, EmbedderChoice, pick_embedder
-from .down import DownEmbedder
-from .hashing import HashEmbedder
-from .http import HttpEmbedder, HttpOptions
-from .local import LocalEmbedder
-from .settings import EmbedderSettings
+from mempager.embedders.base import check_vectors
+from mempager.embedders.chain import CandidateReport, EmbedderChoice, pick_embedder
+from mempager.embedders.down import DownEmbedder
+from mempager.embedders.hashing import HashEmbedder
+from mempager.embedders.http import HttpEmbedder, HttpOptions
+from mempager.embedders.local import LocalEmbedder
+from mempager.embedders.settings import EmbedderSettings
 
 __all__ = [
     "CandidateReport",

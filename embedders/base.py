@@ -12,11 +12,11 @@ from typing import TypeVar
 
 import numpy as np
 
-from pager.errors import DimensionMismatch, InvalidInput, NonFiniteVector
-from pager.protocols import Embedder
-from pager.types import FloatMatrix, Role
+from mempager.errors import DimensionMismatch, InvalidInput, NonFiniteVector
+from mempager.protocols import Embedder
+from mempager.types import FloatMatrix, Role
 
-from .errors import EmbedderBadResponse, EmbedderTimeout
+from mempager.embedders.errors import EmbedderBadResponse, EmbedderTimeout
 
 T = TypeVar("T")
 ROLES: tuple[Role, ...] = ("query", "document")

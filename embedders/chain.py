@@ -21,16 +21,16 @@ from typing import Literal
 
 import httpx
 
-from pager.errors import EmbedderUnavailable, PagerError
-from pager.protocols import Embedder
+from mempager.errors import EmbedderUnavailable, PagerError
+from mempager.protocols import Embedder
 
-from .base import probe
-from .base import run_with_timeout as _run_with_timeout
-from .down import DownEmbedder
-from .hashing import HashEmbedder
-from .http import HttpEmbedder, HttpOptions
-from .local import local_name
-from .settings import EmbedderSettings
+from mempager.embedders.base import probe
+from mempager.embedders.base import run_with_timeout as _run_with_timeout
+from mempager.embedders.down import DownEmbedder
+from mempager.embedders.hashing import HashEmbedder
+from mempager.embedders.http import HttpEmbedder, HttpOptions
+from mempager.embedders.local import local_name
+from mempager.embedders.settings import EmbedderSettings
 
 logger = logging.getLogger("mempager.embedders")
 
@@ -205,7 +205,7 @@ def _start(settings: EmbedderSettings, kind: Kind, transport: httpx.BaseTranspor
 
 
 def _start_local(settings: EmbedderSettings) -> Embedder:
-    from .local import LocalEmbedder
+    from mempager.embedders.local import LocalEmbedder
 
     embedder = LocalEmbedder(
         settings.local_model,

@@ -20,11 +20,11 @@ import logging
 import threading
 from collections.abc import Sequence
 
-from pager.errors import DimensionMismatch, EmbedderUnavailable
-from pager.protocols import Embedder
-from pager.types import FloatMatrix, Role
+from mempager.errors import DimensionMismatch, EmbedderUnavailable
+from mempager.protocols import Embedder
+from mempager.types import FloatMatrix, Role
 
-from .base import check_role, check_texts
+from mempager.embedders.base import check_role, check_texts
 
 logger = logging.getLogger("mempager.embedders")
 

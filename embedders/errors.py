@@ -1,6 +1,6 @@
 """Typed embedder failures, so a caller can tell "fix your config" from "try again later".
 
-Everything here subclasses the kernel's ``EmbedderError`` tree (``pager.errors``), which also holds
+Everything here subclasses the kernel's ``EmbedderError`` tree (``mempager.errors``), which also holds
 ``DimensionMismatch`` and ``NonFiniteVector``. Messages say what happened and what to do next, and
 never contain a credential.
 
@@ -17,13 +17,13 @@ never contain a credential.
     ├── EmbedderServerError          HTTP 5xx after every retry
     ├── EmbedderRejected             another HTTP 4xx: wrong model name, payload too large...
     ├── EmbedderBadResponse          not the OpenAI embeddings format (HTML, truncated JSON, bad index...)
-    ├── DimensionMismatch            (pager.errors)
-    └── NonFiniteVector              (pager.errors)
+    ├── DimensionMismatch            (mempager.errors)
+    └── NonFiniteVector              (mempager.errors)
 """
 
 from __future__ import annotations
 
-from pager.errors import EmbedderError, EmbedderUnavailable
+from mempager.errors import EmbedderError, EmbedderUnavailable
 
 
 class MissingExtra(EmbedderUnavailable):

@@ -22,10 +22,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from pager.errors import ConfigError
-from pager.types import FloatMatrix, Role
+from mempager.errors import ConfigError
+from mempager.types import FloatMatrix, Role
 
-from .base import check_role, check_texts
+from mempager.embedders.base import check_role, check_texts
 
 _TOKEN = re.compile(r"[\w][\w.:/@#+-]*[\w]|[\w]", re.UNICODE)
 _INNER = re.compile(r"[.:/@#+-]+")

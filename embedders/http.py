@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from pager.errors import ConfigError, DimensionMismatch, EmbedderError
-from pager.types import FloatMatrix, Role
+from mempager.errors import ConfigError, DimensionMismatch, EmbedderError
+from mempager.types import FloatMatrix, Role
 
-from .base import check_role, check_texts
-from .errors import (
+from mempager.embedders.base import check_role, check_texts
+from mempager.embedders.errors import (
     EmbedderAuthError,
     EmbedderBadResponse,
     EmbedderConnectionError,
@@ -40,7 +40,7 @@ from .errors import (
     EmbedderServerError,
     EmbedderTimeout,
 )
-from .wire import decode_vectors, endpoint, error_message, parse_json, parse_retry_after, request_body, snippet
+from mempager.embedders.wire import decode_vectors, endpoint, error_message, parse_json, parse_retry_after, request_body, snippet
 
 logger = logging.getLogger("mempager.embedders")
 
@@ -178,8 +178,8 @@ class HttpEmbedder:
         transport: httpx.BaseTransport | None = None,
     ) -> HttpEmbedder:
         """The gateway (``kind="gateway"``) or provider described by ``MEMPAGER_*`` variables."""
-        from .chain import build_http
-        from .settings import EmbedderSettings
+        from mempager.embedders.chain import build_http
+        from mempager.embedders.settings import EmbedderSettings
 
         settings = EmbedderSettings.from_env(environ, actor=actor)
         return build_http(settings, kind, transport=transport)

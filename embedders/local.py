@@ -6,7 +6,7 @@ every vector, so it must only ever describe those exact weights. Any other direc
 already in the local Hugging Face cache, can be passed instead. Nothing here downloads.
 
 torch and sentence_transformers are imported inside the constructor, never at module import, so
-``import embedders`` stays light.
+``import mempager.embedders`` stays light.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from pager.errors import ConfigError, EmbedderError, EmbedderUnavailable
-from pager.types import FloatMatrix, Role
+from mempager.errors import ConfigError, EmbedderError, EmbedderUnavailable
+from mempager.types import FloatMatrix, Role
 
-from .base import check_role, check_texts, check_vectors
-from .errors import MissingExtra, ModelIntegrityError, ModelNotFound
+from mempager.embedders.base import check_role, check_texts, check_vectors
+from mempager.embedders.errors import MissingExtra, ModelIntegrityError, ModelNotFound
 
 MINILM_NAME = "all-MiniLM-L6-v2"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar, cast
 
-from pager.errors import ConfigError
+from mempager.errors import ConfigError
 
 Force = Literal["auto", "gateway", "provider", "local", "hash"]
 FORCE_CHOICES: tuple[Force, ...] = ("auto", "gateway", "provider", "local", "hash")

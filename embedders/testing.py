@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from pager.protocols import Embedder
+from mempager.protocols import Embedder
 
-from .wire import response_body
+from mempager.embedders.wire import response_body
 
 logger = logging.getLogger("mempager.embedders.testing")
 

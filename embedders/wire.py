@@ -18,11 +18,11 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pager.errors import ConfigError, DimensionMismatch
-from pager.types import FloatMatrix
+from mempager.errors import ConfigError, DimensionMismatch
+from mempager.types import FloatMatrix
 
-from .base import check_vectors
-from .errors import EmbedderBadResponse
+from mempager.embedders.base import check_vectors
+from mempager.embedders.errors import EmbedderBadResponse
 
 Redact = Callable[[str], str]
 

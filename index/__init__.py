@@ -1,6 +1,6 @@
-"""Adapters that turn vectors (or words) into neighbours. Import only pager.types/protocols/errors.
+"""Adapters that turn vectors (or words) into neighbours. Import only mempager.types/protocols/errors.
 
-Submodules load lazily so that ``import index`` pulls in neither hnswlib nor the tokenizer.
+Submodules load lazily so that ``import mempager.index`` pulls in neither hnswlib nor the tokenizer.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 __all__ = ["ExactIndex", "HnswIndex", "LexicalIndex", "QuerySyntaxError", "parse_query"]
 
 _WHERE = {
-    "ExactIndex": "index.exact",
-    "HnswIndex": "index.hnsw",
-    "LexicalIndex": "index.lexical",
-    "QuerySyntaxError": "index.lexquery",
-    "parse_query": "index.lexquery",
+    "ExactIndex": "mempager.index.exact",
+    "HnswIndex": "mempager.index.hnsw",
+    "LexicalIndex": "mempager.index.lexical",
+    "QuerySyntaxError": "mempager.index.lexquery",
+    "parse_query": "mempager.index.lexquery",
 }
 
 

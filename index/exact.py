@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pager.errors import DimensionMismatch, IndexStale, InvalidInput
-from pager.types import FloatMatrix, LabelArray
+from mempager.errors import DimensionMismatch, IndexStale, InvalidInput
+from mempager.types import FloatMatrix, LabelArray
 
 _FILE = "exact.npz"
 

@@ -32,11 +32,11 @@ import hnswlib
 import numpy as np
 import numpy.typing as npt
 
-from pager.errors import ConfigError, DimensionMismatch, IndexStale, InvalidInput, NonFiniteVector
-from pager.types import FloatMatrix, LabelArray, as_labels, as_vectors
+from mempager.errors import ConfigError, DimensionMismatch, IndexStale, InvalidInput, NonFiniteVector
+from mempager.types import FloatMatrix, LabelArray, as_labels, as_vectors
 
-from . import manifest as persist
-from .manifest import BoolArray, Manifest
+from mempager.index import manifest as persist
+from mempager.index.manifest import BoolArray, Manifest
 
 KIND = "hnsw"
 _PREFIXES = ("hnsw", "vectors")

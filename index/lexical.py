@@ -43,11 +43,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pager.errors import IndexStale, InvalidInput
-from pager.types import LabelArray
+from mempager.errors import IndexStale, InvalidInput
+from mempager.types import LabelArray
 
-from .lexquery import QuerySyntaxError, QueryTooBroad, allowed, bm25, evaluate, parse_query, phrase_hits, ranked
-from .tokenize import Tokenizer, TokenizerConfig, Vocabulary, grow, ranges
+from mempager.index.lexquery import QuerySyntaxError, QueryTooBroad, allowed, bm25, evaluate, parse_query, phrase_hits, ranked
+from mempager.index.tokenize import Tokenizer, TokenizerConfig, Vocabulary, grow, ranges
 
 __all__ = ["LexicalIndex", "QuerySyntaxError", "QueryTooBroad"]
 

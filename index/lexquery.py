@@ -30,9 +30,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from pager.errors import InvalidInput
+from mempager.errors import InvalidInput
 
-from .tokenize import Tokenizer
+from mempager.index.tokenize import Tokenizer
 
 MAX_PREFIX_TERMS = 512
 RowArray = npt.NDArray[np.int64]

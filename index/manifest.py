@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pager.errors import IndexStale, InvalidInput
-from pager.types import FloatMatrix, LabelArray
+from mempager.errors import IndexStale, InvalidInput
+from mempager.types import FloatMatrix, LabelArray
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"

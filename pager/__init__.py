@@ -1,19 +1,19 @@
 """mempager: a memory pager for LLM agents.
 
-    import pager
-    p = pager.open("agent.duckdb", actor="neo")
+    import mempager
+    p = mempager.open("agent.duckdb", actor="neo")
     p.remember_fact("The deploy key lives in vault at secret/deploy")
     print(p.page(goal="ship the release", query="where is the deploy key?").render())
 
-``import pager`` stays light: no torch until a local model is actually used.
+``import mempager`` stays light: no torch until a local model is actually used.
 """
 
 from __future__ import annotations
 
-from .api import open
-from .config import PagerConfig
-from .core import Pager
-from .errors import (
+from mempager.api import open
+from mempager.config import PagerConfig
+from mempager.core import Pager
+from mempager.errors import (
     ConfigError,
     DimensionMismatch,
     EmbedderError,
@@ -35,11 +35,11 @@ from .errors import (
     TextTooLong,
     UnknownType,
 )
-from .page import Page, PageReport
-from .patterns import Pattern, PatternSpec
-from .tokens import estimate_tokens, truncate_tokens
-from .turns import AsyncTurnMemory, TurnContext, TurnMemory, TurnRecord
-from .types import LaneHit, Memory, MemoryType, Scope, Snippet, Source
+from mempager.paging.page import Page, PageReport
+from mempager.procedural.patterns import Pattern, PatternSpec
+from mempager.paging.tokens import estimate_tokens, truncate_tokens
+from mempager.turns import AsyncTurnMemory, TurnContext, TurnMemory, TurnRecord
+from mempager.types import LaneHit, Memory, MemoryType, Scope, Snippet, Source
 
 __version__ = "0.1.0"
 

@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import PagerConfig
-from .core import Pager
-from .page import Page
-from .patterns import Pattern, PatternSpec
-from .protocols import Embedder
-from .types import Memory, Snippet
+from mempager.config import PagerConfig
+from mempager.core import Pager
+from mempager.paging.page import Page
+from mempager.procedural.patterns import Pattern, PatternSpec
+from mempager.protocols import Embedder
+from mempager.types import Memory, Snippet
 
 
 class AsyncPager:
@@ -36,7 +36,7 @@ class AsyncPager:
         config: PagerConfig | None = None,
         embedder: Embedder | None = None,
     ) -> AsyncPager:
-        from .api import open as open_sync
+        from mempager.api import open as open_sync
 
         pager = await asyncio.to_thread(open_sync, path, actor, config=config, embedder=embedder)
         return cls(pager)

@@ -1,4 +1,4 @@
-"""``pager.open``: the edge where configuration and the environment are read."""
+"""``mempager.open``: the edge where configuration and the environment are read."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .audit import AuditEntry
-from .config import PagerConfig
-from .core import Pager
-from .protocols import Embedder
-from .store import open_store
+from mempager.store.audit import AuditEntry
+from mempager.config import PagerConfig
+from mempager.core import Pager
+from mempager.protocols import Embedder
+from mempager.store.duckdb import open_store
 
 
 def _choose_embedder(
     config: PagerConfig, actor: str, environ: Mapping[str, str] | None
 ) -> tuple[Embedder, list[dict[str, str]]]:
     """The chain: gateway → provider → local model → hash, first configured one that probes well."""
-    from embedders import EmbedderSettings, pick_embedder
+    from mempager.embedders import EmbedderSettings, pick_embedder
 
     settings = EmbedderSettings.from_env(environ, actor=actor, force=config.embedder, hash_dim=config.hash_dim)
     choice = pick_embedder(settings)
@@ -44,7 +44,7 @@ def open(  # noqa: A001 - the public name the design asks for
     cfg = config or PagerConfig.from_env(environ)
     store: Any
     if isinstance(path, str) and path.startswith(("postgres://", "postgresql://")):
-        from .pgstore import open_pg_store  # the server store; needs the `postgres` extra
+        from mempager.store.pg import open_pg_store  # the server store; needs the `postgres` extra
 
         store = open_pg_store(path)
     else:
@@ -53,7 +53,7 @@ def open(  # noqa: A001 - the public name the design asks for
         if embedder is None:
             embedder, report = _choose_embedder(cfg, actor, environ)
         else:
-            report = [{"name": embedder.name, "status": "active", "reason": "passed to pager.open"}]
+            report = [{"name": embedder.name, "status": "active", "reason": "passed to mempager.open"}]
         return Pager(store, actor, config=cfg, embedder=embedder, embedder_report=report,
                      on_audit_event=on_audit_event)
     except builtins.BaseException:

@@ -1,6 +1,6 @@
 """Pager configuration: a frozen, keyword-only dataclass validated on construction.
 
-The environment is read only at the edges (``PagerConfig.from_env`` is called by ``pager.open``
+The environment is read only at the edges (``PagerConfig.from_env`` is called by ``mempager.open``
 and the CLI); everything below takes explicit values.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
-from .errors import ConfigError
-from .tokens import estimate_tokens
-from .types import MemoryType
+from mempager.errors import ConfigError
+from mempager.paging.tokens import estimate_tokens
+from mempager.types import MemoryType
 
 # Half-lives (days) of the recency term of the salience score. Events fade fastest; what the
 # user told us about themselves fades slowest. Decay only re-orders: see pager.salience.

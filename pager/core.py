@@ -12,13 +12,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .audit import AuditEntry
-from .config import PagerConfig
-from .fence import neutralize
-from .fusion import Cut, is_current
-from .lexical_lane import LexicalLane
-from .maintenance import MaintenanceMixin
-from .page import (
+from mempager.store.audit import AuditEntry
+from mempager.config import PagerConfig
+from mempager.paging.fence import neutralize
+from mempager.lanes.fusion import Cut, is_current
+from mempager.lanes.lexical import LexicalLane
+from mempager.maintenance.erasure import MaintenanceMixin
+from mempager.paging.page import (
     AVOID_HEADER,
     FENCE_TOKENS,
     MENU_HEADER,
@@ -30,17 +30,17 @@ from .page import (
     render_pattern,
     snippet_report,
 )
-from .patterns import Pattern
-from .pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
-from .procedural import ProceduralMixin
-from .protocols import Embedder, LexicalLaneLike, SemanticLaneLike
-from .semantic import SemanticLane, slug
-from .store import DuckDBStore
-from .store_base import translate
-from .types import Memory, MemoryType, PutResult
-from .validate import check_actor, check_text, normalize
-from .worker import EmbedWorkers
-from .writeback import WriteBack
+from mempager.procedural.patterns import Pattern
+from mempager.paging.pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
+from mempager.procedural.procedures import ProceduralMixin
+from mempager.protocols import Embedder, LexicalLaneLike, SemanticLaneLike
+from mempager.lanes.semantic import SemanticLane, slug
+from mempager.store.duckdb import DuckDBStore
+from mempager.store.base import translate
+from mempager.types import Memory, MemoryType, PutResult
+from mempager.validate import check_actor, check_text, normalize
+from mempager.maintenance.workers import EmbedWorkers
+from mempager.writing.writeback import WriteBack
 
 log = logging.getLogger("mempager")
 _WORD = re.compile(r"[\w][\w.:/@#+-]*[\w]|[\w]")

@@ -12,8 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .audit import AuditReport
-from .types import FloatMatrix, LabelArray, Memory, MemoryType, NewMemory, PutResult, Role, Source
+from mempager.store.audit import AuditReport
+from mempager.types import FloatMatrix, LabelArray, Memory, MemoryType, NewMemory, PutResult, Role, Source
 
 
 @runtime_checkable

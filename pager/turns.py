@@ -1,6 +1,6 @@
 """Per-turn memory for an agent loop: one call before the model runs, one after.
 
-    memory = TurnMemory(p)                              # p = pager.open(...)
+    memory = TurnMemory(p)                              # p = mempager.open(...)
     for user_message in conversation:
         ctx = memory.before_turn(goal, user_message)
         reply = llm(system=SYSTEM + "\\n\\n" + ctx.system_block, user=user_message)
@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from .aio import AsyncPager
-from .core import Pager
-from .errors import ConfigError, InvalidInput, InvalidText
-from .page import Page
-from .tokens import truncate_tokens
-from .types import Source
-from .validate import check_text
-from .writeback import OUTCOMES
+from mempager.aio import AsyncPager
+from mempager.core import Pager
+from mempager.errors import ConfigError, InvalidInput, InvalidText
+from mempager.paging.page import Page
+from mempager.paging.tokens import truncate_tokens
+from mempager.types import Source
+from mempager.validate import check_text
+from mempager.writing.writeback import OUTCOMES
 
 TURN_TAG = "turn"
 

@@ -133,7 +133,7 @@ class Snippet:
 
 def as_labels(values: object) -> LabelArray:
     """int64 labels from any sequence, or InvalidInput (never a raw numpy error)."""
-    from .errors import InvalidInput
+    from mempager.errors import InvalidInput
 
     try:
         raw = np.asarray(values)
@@ -150,7 +150,7 @@ def as_labels(values: object) -> LabelArray:
 
 def as_vectors(values: object, what: str = "vectors") -> FloatMatrix:
     """float32 numbers from any array-like, or InvalidInput; complex values are refused, not cast."""
-    from .errors import InvalidInput
+    from mempager.errors import InvalidInput
 
     try:
         raw = np.asarray(values)

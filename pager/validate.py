@@ -8,7 +8,7 @@ import unicodedata
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from .errors import (
+from mempager.errors import (
     EmptyText,
     InvalidActor,
     InvalidText,
@@ -17,7 +17,7 @@ from .errors import (
     TextTooLong,
     UnknownType,
 )
-from .types import MemoryType
+from mempager.types import MemoryType
 
 _ACTOR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,127}$")
 _URI = re.compile(r"^mem://(?P<actor>[^/]+)/(?P<type>[a-z]+)/(?P<id>[0-9a-f]{16,32})$")

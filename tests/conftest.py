@@ -30,9 +30,9 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def hash_pager(store_path: Path) -> Iterator[object]:
-    import pager
+    import mempager
 
-    p = pager.open(store_path, actor="neo", config=pager.PagerConfig(embedder="hash"))
+    p = mempager.open(store_path, actor="neo", config=mempager.PagerConfig(embedder="hash"))
     try:
         yield p
     finally:
@@ -43,7 +43,7 @@ def hash_pager(store_path: Path) -> Iterator[object]:
 def turn_texts() -> list[str]:
     """Real text for tests that need meaning: LoCoMo turns when the data is present, else a fallback."""
     if LOCOMO.exists():
-        from pager import locomo
+        from mempager.evaluation import locomo
 
         return [t.text for conv in locomo.load(LOCOMO) for t in conv.turns]
     topics = ["deploy", "billing", "garden", "holiday", "painting", "running", "music", "cooking"]

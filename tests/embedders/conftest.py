@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from embedders import HashEmbedder, LocalEmbedder
-from embedders.testing import EmbeddingServer
+from mempager.embedders import HashEmbedder, LocalEmbedder
+from mempager.embedders.testing import EmbeddingServer
 
 TOKEN = "gw-token-for-tests"
 MODEL = "all-MiniLM-L6-v2"

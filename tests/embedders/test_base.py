@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from embedders import check_vectors
-from embedders.base import check_texts, probe, run_with_timeout
-from embedders.errors import EmbedderBadResponse, EmbedderTimeout
-from pager.errors import DimensionMismatch, InvalidInput, NonFiniteVector
-from pager.types import FloatMatrix, Role
+from mempager.embedders import check_vectors
+from mempager.embedders.base import check_texts, probe, run_with_timeout
+from mempager.embedders.errors import EmbedderBadResponse, EmbedderTimeout
+from mempager.errors import DimensionMismatch, InvalidInput, NonFiniteVector
+from mempager.types import FloatMatrix, Role
 
 finite = st.floats(min_value=-1e300, max_value=1e300, allow_nan=False, allow_infinity=False)
 

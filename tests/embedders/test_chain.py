@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embedders import DownEmbedder, EmbedderSettings, HashEmbedder, HttpEmbedder, LocalEmbedder, pick_embedder
-from embedders.chain import EmbedderChoice
-from embedders.testing import EmbeddingServer, Reply
-from pager.errors import EmbedderError, EmbedderUnavailable, InvalidInput
+from mempager.embedders import DownEmbedder, EmbedderSettings, HashEmbedder, HttpEmbedder, LocalEmbedder, pick_embedder
+from mempager.embedders.chain import EmbedderChoice
+from mempager.embedders.testing import EmbeddingServer, Reply
+from mempager.errors import EmbedderError, EmbedderUnavailable, InvalidInput
 
 from .conftest import MODEL, TOKEN
 

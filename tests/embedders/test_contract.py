@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from embedders import HashEmbedder, HttpEmbedder
-from pager.errors import InvalidInput
-from pager.protocols import Embedder
+from mempager.embedders import HashEmbedder, HttpEmbedder
+from mempager.errors import InvalidInput
+from mempager.protocols import Embedder
 
 from .conftest import MODEL, TOKEN
 

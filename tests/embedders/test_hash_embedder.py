@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedders import HashEmbedder
+from mempager.embedders import HashEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
 TEXTS = ["The deploy key lives at secret/deploy/0xdeadbeef.", "Zürich 🐍 v1.2.3 src/app.py"]

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from embedders import HashEmbedder, HttpEmbedder, HttpOptions, LocalEmbedder
-from embedders.http import ACTOR_HEADER
-from embedders.testing import EmbeddingServer, Reply
-from embedders.wire import parse_retry_after
-from pager.errors import ConfigError, DimensionMismatch
+from mempager.embedders import HashEmbedder, HttpEmbedder, HttpOptions, LocalEmbedder
+from mempager.embedders.http import ACTOR_HEADER
+from mempager.embedders.testing import EmbeddingServer, Reply
+from mempager.embedders.wire import parse_retry_after
+from mempager.errors import ConfigError, DimensionMismatch
 
 from .conftest import MODEL, TOKEN
 

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from embedders import HashEmbedder, HttpEmbedder, HttpOptions
-from embedders.errors import (
+from mempager.embedders import HashEmbedder, HttpEmbedder, HttpOptions
+from mempager.embedders.errors import (
     EmbedderAuthError,
     EmbedderBadResponse,
     EmbedderConnectionError,
@@ -27,9 +27,9 @@ from embedders.errors import (
     EmbedderServerError,
     EmbedderTimeout,
 )
-from embedders.testing import EmbeddingServer, Reply
-from embedders.wire import response_body
-from pager.errors import DimensionMismatch, EmbedderError, EmbedderUnavailable, NonFiniteVector
+from mempager.embedders.testing import EmbeddingServer, Reply
+from mempager.embedders.wire import response_body
+from mempager.errors import DimensionMismatch, EmbedderError, EmbedderUnavailable, NonFiniteVector
 
 from .conftest import MODEL, TOKEN, SleepRecorder
 
@@ -219,7 +219,7 @@ def test_dropped_connection_is_retried(sleeps: SleepRecorder) -> None:
 
 
 def test_client_and_transport_are_exclusive() -> None:
-    from pager.errors import ConfigError
+    from mempager.errors import ConfigError
 
     transport = httpx.MockTransport(lambda request: httpx.Response(200))
     with httpx.Client() as client, pytest.raises(ConfigError, match="either"):

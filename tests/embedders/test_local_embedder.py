@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embedders import LocalEmbedder
-from embedders.errors import MissingExtra, ModelIntegrityError, ModelNotFound
-from embedders.local import MINILM_SHA256, file_sha256
-from pager.errors import ConfigError, EmbedderUnavailable
+from mempager.embedders import LocalEmbedder
+from mempager.embedders.errors import MissingExtra, ModelIntegrityError, ModelNotFound
+from mempager.embedders.local import MINILM_SHA256, file_sha256
+from mempager.errors import ConfigError, EmbedderUnavailable
 
 pytestmark = pytest.mark.slow
 
@@ -134,7 +134,7 @@ def deny(self, address, *args):
     raise OSError("network disabled by test")
 socket.socket.connect = deny
 socket.socket.connect_ex = deny
-from embedders import LocalEmbedder
+from mempager.embedders import LocalEmbedder
 vectors = LocalEmbedder().embed(["offline?"])
 print(vectors.shape, "attempts:", attempts)
 """

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from embedders import EmbedderSettings, HashEmbedder, HttpEmbedder, HttpOptions, pick_embedder
-from embedders.testing import EmbeddingServer, Reply
-from pager.errors import EmbedderError
+from mempager.embedders import EmbedderSettings, HashEmbedder, HttpEmbedder, HttpOptions, pick_embedder
+from mempager.embedders.testing import EmbeddingServer, Reply
+from mempager.errors import EmbedderError
 
 from .conftest import MODEL
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from embedders import EmbedderSettings
-from pager.errors import ConfigError
+from mempager.embedders import EmbedderSettings
+from mempager.errors import ConfigError
 
 ENV = {
     "MEMPAGER_GATEWAY_URL": "https://gw.example",

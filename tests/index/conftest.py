@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# `import index` before `import pager` currently hits a circular import (pager/__init__ -> core ->
-# semantic -> index.exact -> pager.errors); importing pager first sidesteps it until that is fixed.
-import pager  # noqa: F401
+# `import index` before `import mempager` currently hits a circular import (pager/__init__ -> core ->
+# semantic -> index.exact -> mempager.errors); importing pager first sidesteps it until that is fixed.
+import mempager  # noqa: F401
 
 LOCOMO = Path(os.environ.get("MEMPAGER_LOCOMO", Path(__file__).resolve().parents[3] / "shared/data/locomo10.json"))
 N_TURNS: int | None = None  # every one of LoCoMo's 5,882 turns: recall is measured on the whole corpus

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from index.hnsw import HnswIndex
+from mempager.index.hnsw import HnswIndex
 
 MakeVectors = Callable[..., np.ndarray]
 DIM = 32

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.exact import ExactIndex
-from index.hnsw import HnswIndex
-from pager.errors import DimensionMismatch, IndexStale, InvalidInput
-from pager.protocols import VectorIndex
+from mempager.index.exact import ExactIndex
+from mempager.index.hnsw import HnswIndex
+from mempager.errors import DimensionMismatch, IndexStale, InvalidInput
+from mempager.protocols import VectorIndex
 
 DIM = 16
 Factory = Callable[[int], VectorIndex]

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.hnsw import HnswIndex
-from index.manifest import MANIFEST_NAME, read_manifest
+from mempager.index.hnsw import HnswIndex
+from mempager.index.manifest import MANIFEST_NAME, read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 DIM = 16
@@ -30,9 +30,9 @@ MakeVectors = Callable[..., np.ndarray]
 CHILD = r'''
 import sys
 import numpy as np
-import pager  # noqa: F401  (import order; see conftest)
-from index.hnsw import HnswIndex
-from pager.errors import IndexStale
+import mempager  # noqa: F401  (import order; see conftest)
+from mempager.index.hnsw import HnswIndex
+from mempager.errors import IndexStale
 
 DIM = 16
 BASE = np.random.default_rng(1234).standard_normal((500, DIM)).astype(np.float32)

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.exact import ExactIndex
-from index.hnsw import HnswIndex
+from mempager.index.exact import ExactIndex
+from mempager.index.hnsw import HnswIndex
 
 pytestmark = pytest.mark.slow
 K = 10

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import index.lexical as lexical
-from index.lexical import LexicalIndex
-from index.tokenize import TokenizerConfig
-from pager.errors import InvalidInput
+import mempager.index.lexical as lexical
+from mempager.index.lexical import LexicalIndex
+from mempager.index.tokenize import TokenizerConfig
+from mempager.errors import InvalidInput
 
 DOCS = {
     1: "The deploy to staging failed because the vault key expired",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from index.lexical import LexicalIndex
+from mempager.index.lexical import LexicalIndex
 
 LOCOMO = Path(os.environ.get("MEMPAGER_LOCOMO", Path(__file__).resolve().parents[3] / "shared/data/locomo10.json"))
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from index.tokenize import Tokenizer, TokenizerConfig, Vocabulary, stem_word
+from mempager.index.tokenize import Tokenizer, TokenizerConfig, Vocabulary, stem_word
 
 
 @pytest.fixture

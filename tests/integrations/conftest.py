@@ -16,7 +16,7 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def serve_argv(store: Path, *extra: str) -> list[str]:
-    return ["-m", "pager.cli", "serve", "--store", str(store), "--actor", "t", "--embedder", "hash", *extra]
+    return ["-m", "mempager", "serve", "--store", str(store), "--actor", "t", "--embedder", "hash", *extra]
 
 
 @pytest.fixture

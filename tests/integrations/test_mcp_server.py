@@ -22,8 +22,8 @@ from mcp import types as mcp_types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver.exceptions import ToolError
 
-from pager.cli import build_parser
-from pager.mcp_server import TOOL_NAMES, _call
+from mempager.cli.main import build_parser
+from mempager.mcp.server import TOOL_NAMES, _call
 
 from .conftest import REPO, child_env, serve_argv
 

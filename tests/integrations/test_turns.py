@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import pager
-from pager import ConfigError, EmptyText, InvalidInput, InvalidText, PagerConfig, PatternSpec
-from pager.aio import AsyncPager
-from pager.turns import AsyncTurnMemory, TurnContext, TurnMemory, TurnRecord
+import mempager
+from mempager import ConfigError, EmptyText, InvalidInput, InvalidText, PagerConfig, PatternSpec
+from mempager.aio import AsyncPager
+from mempager.turns import AsyncTurnMemory, TurnContext, TurnMemory, TurnRecord
 
 from .conftest import REPO
 
@@ -28,12 +28,12 @@ TURNS = [
 ]
 
 
-def _seed(p: pager.Pager) -> None:
+def _seed(p: mempager.Pager) -> None:
     for _ in range(3):  # three successes: proven enough to be injected into pages
         p.reinforce_pattern(RELEASE)
 
 
-def _confidence(p: pager.Pager) -> float:
+def _confidence(p: mempager.Pager) -> float:
     (pattern,) = p.patterns()
     return pattern.confidence
 
@@ -53,7 +53,7 @@ def _check_turn_three(ctx: TurnContext, turn_one: TurnContext) -> None:
 
 
 def test_three_turns_sync(store_path: Path) -> None:
-    with pager.open(store_path, actor="neo", config=CONFIG) as p:
+    with mempager.open(store_path, actor="neo", config=CONFIG) as p:
         _seed(p)
         memory = TurnMemory(p)
         before = _confidence(p)
@@ -101,7 +101,7 @@ def test_three_turns_asyncio(store_path: Path) -> None:
 
 
 def test_rejected_after_turn_writes_nothing(store_path: Path) -> None:
-    with pager.open(store_path, actor="neo", config=CONFIG) as p:
+    with mempager.open(store_path, actor="neo", config=CONFIG) as p:
         memory = TurnMemory(p)
         ctx = memory.before_turn(None, "hello")
         with pytest.raises(InvalidInput, match="outcome must be one of"):
@@ -122,7 +122,7 @@ def test_rejected_after_turn_writes_nothing(store_path: Path) -> None:
 
 
 def test_turns_are_kept_apart_and_bounded(store_path: Path) -> None:
-    with pager.open(store_path, actor="neo", config=CONFIG) as p:
+    with mempager.open(store_path, actor="neo", config=CONFIG) as p:
         memory = TurnMemory(p, max_turn_tokens=64)
         a = memory.after_turn("t1", "ping", "pong")
         b = memory.after_turn("t2", "ping", "pong")

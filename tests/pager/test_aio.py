@@ -6,8 +6,8 @@ import asyncio
 import time
 from pathlib import Path
 
-from pager import PagerConfig
-from pager.aio import AsyncPager
+from mempager import PagerConfig
+from mempager.aio import AsyncPager
 
 
 def test_async_pager_round_trip_and_concurrency(store_path: Path) -> None:

@@ -9,15 +9,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import pager
-from pager import PagerConfig, PatternSpec
-from pager.audit import AuditEntry
+import mempager
+from mempager import PagerConfig, PatternSpec
+from mempager.store.audit import AuditEntry
 
 
 def test_every_mutation_appends_a_chained_entry(store_path: Path) -> None:
     seen: list[AuditEntry] = []
     cfg = PagerConfig(embedder="hash", memory_mode="copilot")
-    with pager.open(store_path, actor="neo", config=cfg, on_audit_event=seen.append) as p:
+    with mempager.open(store_path, actor="neo", config=cfg, on_audit_event=seen.append) as p:
         uri = p.remember_fact("The vault path is secret/billing.")
         p.remember_fact("the vault path is secret/billing")  # dedup -> reinforce
         p.remember_many([{"type": "event", "text": f"event {i}"} for i in range(3)])
@@ -40,7 +40,7 @@ def test_every_mutation_appends_a_chained_entry(store_path: Path) -> None:
 
 
 def test_erasure_keeps_the_chain_and_no_content(store_path: Path) -> None:
-    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
         uri = p.remember_fact("CANARY-audit-4412 the user's passport number")
         p.forget(uri)
         assert p.verify_audit().ok
@@ -49,31 +49,31 @@ def test_erasure_keeps_the_chain_and_no_content(store_path: Path) -> None:
 
 
 def test_tampering_is_detected_and_named(store_path: Path) -> None:
-    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
         for i in range(5):
             p.remember_fact(f"fact {i}")
     con = duckdb.connect(str(store_path))
     con.execute("UPDATE audit SET op = 'forget' WHERE seq = 3")
     con.close()
-    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
         report = p.verify_audit()
         assert not report.ok and report.first_broken == 3
     con = duckdb.connect(str(store_path))
     con.execute("UPDATE audit SET op = 'remember' WHERE seq = 3")
     con.execute("DELETE FROM audit WHERE seq = 2")
     con.close()
-    proc = subprocess.run([sys.executable, "-m", "pager.cli", "audit", "verify", "--store", str(store_path),
+    proc = subprocess.run([sys.executable, "-m", "mempager", "audit", "verify", "--store", str(store_path),
                            "--actor", "neo", "--embedder", "hash"], capture_output=True, text=True)
     assert proc.returncode == 1 and "BROKEN at entry 3" in proc.stdout
-    listed = subprocess.run([sys.executable, "-m", "pager.cli", "audit", "--since", "7d", "--store", str(store_path),
+    listed = subprocess.run([sys.executable, "-m", "mempager", "audit", "--since", "7d", "--store", str(store_path),
                              "--actor", "neo", "--embedder", "hash"], capture_output=True, text=True)
     assert listed.returncode == 0 and listed.stdout.count("remember") == 4
 
 
 def test_failed_write_leaves_no_audit_entry(store_path: Path) -> None:
-    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
         p.remember_fact("ok")
-        with pytest.raises(pager.EmptyText):
+        with pytest.raises(mempager.EmptyText):
             p.remember_fact("")
         assert [e.op for e in p.audit()] == ["remember"]
         assert p.verify_audit().ok

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pager import locomo
+from mempager.evaluation import locomo
 
 DATA = Path(os.environ.get("MEMPAGER_LOCOMO", Path(__file__).resolve().parents[3] / "shared/data/locomo10.json"))
 pytestmark = pytest.mark.skipif(not DATA.exists(), reason="LoCoMo data not present")
@@ -32,7 +32,7 @@ def test_bench_cli_writes_results(tmp_path: Path) -> None:
     data = tmp_path / "locomo-sample.json"
     data.write_text(json.dumps([sample]))
     proc = subprocess.run(
-        [sys.executable, "-m", "pager.cli", "bench", "locomo", "--data", str(data),
+        [sys.executable, "-m", "mempager", "bench", "locomo", "--data", str(data),
          "--embedder", "hash", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run(tmp_path: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MEMPAGER_STORE": str(tmp_path / "cli.duckdb"), "MEMPAGER_EMBEDDER": "hash"}
-    proc = subprocess.run([sys.executable, "-m", "pager.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "mempager", *args], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=120)
     if ok:
         assert proc.returncode == 0, proc.stderr
@@ -93,10 +93,10 @@ def test_make_run_prints_pinned_block_and_report(tmp_path: Path) -> None:
 
 def test_cli_review_sweep_feedback(tmp_path: Path) -> None:
     env_store = tmp_path / "cli.duckdb"
-    import pager
-    from pager import PagerConfig, PatternSpec
+    import mempager
+    from mempager import PagerConfig, PatternSpec
 
-    with pager.open(env_store, actor="default", config=PagerConfig(embedder="hash", memory_mode="copilot")) as p:
+    with mempager.open(env_store, actor="default", config=PagerConfig(embedder="hash", memory_mode="copilot")) as p:
         held = p.remember_fact("The user may prefer dark mode", source="llm", confidence=0.2)
         assert held.startswith("review://")
         for _ in range(3):
@@ -117,10 +117,10 @@ def test_cli_review_sweep_feedback(tmp_path: Path) -> None:
 
 
 def test_cli_recall_filters_by_source_and_tags(tmp_path: Path) -> None:
-    import pager
-    from pager import PagerConfig
+    import mempager
+    from mempager import PagerConfig
 
-    with pager.open(tmp_path / "cli.duckdb", actor="default", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(tmp_path / "cli.duckdb", actor="default", config=PagerConfig(embedder="hash")) as p:
         said = p.remember_fact("Deploy window is Tuesday.", source="user", tags=["ops", "deploy"])
         seen = p.remember_fact("Deploy failed on Friday.", source="observed", tags=["ops"])
         guess = p.remember_fact("Deploy might move to Monday.", source="llm", tags=["deploy"])

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-import pager
-from embedders import HashEmbedder
-from embedders.testing import EmbeddingServer, Reply
-from pager import PagerConfig
-from pager.core import Pager
-from pager.types import FloatMatrix, Role
+import mempager
+from mempager.embedders import HashEmbedder
+from mempager.embedders.testing import EmbeddingServer, Reply
+from mempager import PagerConfig
+from mempager.core import Pager
+from mempager.types import FloatMatrix, Role
 
 from ..embedders.conftest import MODEL, TOKEN, closed_port, hash_server  # noqa: F401 - fixtures reused
 
@@ -75,7 +75,7 @@ def memory_texts(server: EmbeddingServer) -> int:
 
 @pytest.fixture
 def opened(store_path: Path, hash_server: EmbeddingServer) -> Iterator[Pager]:  # noqa: F811 - the fixture
-    with pager.open(store_path, actor="neo", config=FAST, environ=gateway_env(hash_server.url)) as p:
+    with mempager.open(store_path, actor="neo", config=FAST, environ=gateway_env(hash_server.url)) as p:
         assert p.stats()["embedder"] == NAME, p.stats()["embedder_candidates"]
         yield p
 
@@ -139,7 +139,7 @@ def test_retries_are_bounded_per_batch_and_every_round_is_recorded(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="mempager.worker")
     env = gateway_env(hash_server.url)
-    with pager.open(store_path, actor="neo", config=FAST, environ=env) as p:
+    with mempager.open(store_path, actor="neo", config=FAST, environ=env) as p:
         hash_server.break_with(Reply(status=503))
         labels = {p.get(u).label for u in facts(p)}
 
@@ -156,7 +156,7 @@ def test_retries_are_bounded_per_batch_and_every_round_is_recorded(
     assert (recorded - 1) * FAST.embed_max_attempts < tries <= recorded * FAST.embed_max_attempts
     assert "failed 3 time(s); they stay pending" in caplog.text
     hash_server.heal()
-    with pager.open(store_path, actor="neo", config=FAST, environ=env) as p:
+    with mempager.open(store_path, actor="neo", config=FAST, environ=env) as p:
         assert p.sync(timeout=60)
         assert set(p.store.vector_labels("neo", NAME).tolist()) == labels  # nothing lost
 
@@ -166,7 +166,7 @@ def test_a_forced_embedder_down_at_open_opens_and_catches_up_with_its_own_model(
 ) -> None:
     hash_server.break_with(Reply(status=503))  # the boot probe fails; no width is configured
     env = gateway_env(hash_server.url)
-    with pager.open(store_path, actor="neo", config=FAST, environ=env) as p:
+    with mempager.open(store_path, actor="neo", config=FAST, environ=env) as p:
         stats = p.stats()
         assert stats["embedder"] == NAME
         gateway = next(c for c in stats["embedder_candidates"] if c["kind"] == "gateway")
@@ -181,10 +181,10 @@ def test_a_forced_embedder_down_at_open_opens_and_catches_up_with_its_own_model(
         assert p.store.vector_models("neo") == {NAME: N} and len(p.semantic) == N
         assert p.semantic.index.dim == 384
         assert "semantic" in {s.uri: s for s in p.retrieve("rotation code for vault 2", k=5)}[uris[2]].lanes
-    with pager.open(store_path, actor="neo", config=FAST, environ=env) as p:  # the saved index is used
+    with mempager.open(store_path, actor="neo", config=FAST, environ=env) as p:  # the saved index is used
         assert p.semantic.opened_how.startswith("loaded") and len(p.semantic) == N
     hash_server.break_with(Reply(status=503))
-    with pager.open(store_path, actor="neo", config=FAST, environ=env) as p:
+    with mempager.open(store_path, actor="neo", config=FAST, environ=env) as p:
         # down again, width unknown to the client: the store's vectors give it, the index is rebuilt
         assert p.semantic.opened_how.startswith("rebuilt") and len(p.semantic) == N
         late = facts(p, first=N)
@@ -200,7 +200,7 @@ def test_a_forced_local_model_whose_package_is_missing_still_opens(
 ) -> None:
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # what `import` sees when it is missing
     config = FAST.with_(embedder="local")
-    with pager.open(store_path, actor="neo", config=config, environ={"MEMPAGER_LOCAL_MODEL": ""}) as p:
+    with mempager.open(store_path, actor="neo", config=config, environ={"MEMPAGER_LOCAL_MODEL": ""}) as p:
         stats = p.stats()
         local = next(c for c in stats["embedder_candidates"] if c["kind"] == "local")
         assert local["status"] == "down" and "MissingExtra" in local["reason"] and "mempager[local]" in local["reason"]
@@ -218,12 +218,12 @@ def test_cli_with_a_forced_gateway_down_warns_once_and_still_works(
            "MEMPAGER_STORE": str(tmp_path / "cli.duckdb")}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([sys.executable, "-m", "pager.cli", *args], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-m", "mempager", *args], capture_output=True, text=True,
                               env=env, cwd=tmp_path, timeout=120)
         assert proc.returncode == 0, proc.stderr
         return proc
 
-    with pager.open(tmp_path / "cli.duckdb", actor="default", config=FAST,
+    with mempager.open(tmp_path / "cli.duckdb", actor="default", config=FAST,
                     environ=gateway_env(f"http://127.0.0.1:{closed_port}")) as p:
         uri = p.remember_fact("the vault rotation code is zq7x49")
     stats = cli("stats", "--json")
@@ -253,7 +253,7 @@ class QueriesBreak(HashEmbedder):
 
 def test_retrieve_and_page_survive_a_query_embedding_failure(store_path: Path,
                                                              caplog: pytest.LogCaptureFixture) -> None:
-    with pager.open(store_path, actor="neo", config=FAST.with_(embedder="hash"), embedder=QueriesBreak(384)) as p:
+    with mempager.open(store_path, actor="neo", config=FAST.with_(embedder="hash"), embedder=QueriesBreak(384)) as p:
         uris = facts(p)
         assert p.sync(timeout=60) and len(p.semantic) == N  # the documents are embedded and indexed
         assert_found_without_the_semantic_lane(p, uris[3], "rotation code for vault 3")

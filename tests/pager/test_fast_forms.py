@@ -17,11 +17,11 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import index.tokenize as tk
-from index.tokenize import RAW_TOKEN, STOPWORDS, Tokenizer, TokenizerConfig, Unit, stem_word
-from pager.table import ActorTable
-from pager.types import Memory, MemoryType, Scope, Source
-from pager.validate import normalize
+import mempager.index.tokenize as tk
+from mempager.index.tokenize import RAW_TOKEN, STOPWORDS, Tokenizer, TokenizerConfig, Unit, stem_word
+from mempager.store.mirror import ActorTable
+from mempager.types import Memory, MemoryType, Scope, Source
+from mempager.validate import normalize
 
 
 def reference_normalize(text: str) -> str:

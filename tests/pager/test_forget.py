@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import pager
-from embedders.hashing import HashEmbedder
-from pager import MemoryNotFound, PagerConfig, PatternSpec
-from pager.types import FloatMatrix, Role
+import mempager
+from mempager.embedders.hashing import HashEmbedder
+from mempager import MemoryNotFound, PagerConfig, PatternSpec
+from mempager.types import FloatMatrix, Role
 
 CANARY = "CANARY-9d41f7 the user's passport number is X1234567"
 
@@ -71,7 +71,7 @@ def test_hard_forget_leaves_no_bytes(store_path: Path) -> None:
     emb = MarkedEmbedder()
     needles = emb.needles
     cfg = PagerConfig(embedder="hash")
-    with pager.open(store_path, actor="neo", config=cfg, embedder=emb) as p:
+    with mempager.open(store_path, actor="neo", config=cfg, embedder=emb) as p:
         p.remember_many([{"type": "event", "text": f"filler event {i} about the weather"} for i in range(3000)])
         uri = p.remember_fact(CANARY)
         p.remember_many([{"type": "event", "text": f"more filler {i}"} for i in range(3000)])
@@ -79,7 +79,7 @@ def test_hard_forget_leaves_no_bytes(store_path: Path) -> None:
         p.store.checkpoint()
         p.semantic.save()
     assert_visible(store_path, needles)
-    with pager.open(store_path, actor="neo", config=cfg, embedder=emb) as p:
+    with mempager.open(store_path, actor="neo", config=cfg, embedder=emb) as p:
         assert [m.uri for m in p.recall("passport")] == [uri]
         assert p.get(uri).label in p.semantic
         assert p.forget(uri) == 1
@@ -90,15 +90,15 @@ def test_hard_forget_leaves_no_bytes(store_path: Path) -> None:
             p.get(uri)
         assert p.stats()["memories"] == 6000 and p.verify_audit().ok
     assert hits(store_path, needles) == {}
-    with pager.open(store_path, actor="neo", config=cfg, embedder=emb) as p:  # reopen still consistent
+    with mempager.open(store_path, actor="neo", config=cfg, embedder=emb) as p:  # reopen still consistent
         assert p.stats()["vectors_indexed"] == 6000
 
 
 def test_forget_where_and_actor_scope(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash")
-    with pager.open(store_path, actor="bob", config=cfg) as b:
+    with mempager.open(store_path, actor="bob", config=cfg) as b:
         b.remember_fact("Bob's event stays")
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         p.remember_many([{"type": "event", "text": f"old event {i}", "created_at": f"2023-01-0{i + 1}"}
                          for i in range(5)])
         p.remember_fact("a fact that stays")
@@ -106,10 +106,10 @@ def test_forget_where_and_actor_scope(store_path: Path) -> None:
         assert sorted(m.text for m in p.recall(limit=50)) == ["a fact that stays", "old event 3", "old event 4"]
         with pytest.raises(MemoryNotFound):
             p.forget(actor="bob", where={})
-        with pytest.raises(pager.InvalidInput):
+        with pytest.raises(mempager.InvalidInput):
             p.forget()
         assert p.forget(actor="neo", where={"query": "old"}, hard=False) == 2
-    with pager.open(store_path, actor="bob", config=cfg) as b:
+    with mempager.open(store_path, actor="bob", config=cfg) as b:
         assert [m.text for m in b.recall()] == ["Bob's event stays"]
 
 
@@ -121,7 +121,7 @@ def test_hard_forget_in_copilot_mode_leaves_no_bytes(store_path: Path) -> None:
     inversion of a pattern named after it): forgetting the memories erases every copy."""
     emb = MarkedEmbedder()
     needles = emb.needles
-    with pager.open(store_path, actor="neo", config=COPILOT, embedder=emb) as p:
+    with mempager.open(store_path, actor="neo", config=COPILOT, embedder=emb) as p:
         p.remember_many([{"type": "event", "text": f"filler event {i} about the weather"} for i in range(500)])
         held = p.remember_fact(CANARY, source="llm", confidence=0.3)
         assert held.startswith("review://")
@@ -143,7 +143,7 @@ def test_hard_forget_in_copilot_mode_leaves_no_bytes(store_path: Path) -> None:
         p.store.checkpoint()
         p.semantic.save()
     assert_visible(store_path, needles)
-    with pager.open(store_path, actor="neo", config=COPILOT, embedder=emb) as p:
+    with mempager.open(store_path, actor="neo", config=COPILOT, embedder=emb) as p:
         assert p.forget(uri) == 1
         assert p.forget(pattern_uri) == 1
         assert hits(store_path, needles) == {}
@@ -159,7 +159,7 @@ def test_forget_where_leaves_no_bytes(store_path: Path) -> None:
     index, and the matching texts still waiting in the review queue; nothing else."""
     old, new = MarkedEmbedder("marked-hash-64-a"), MarkedEmbedder("marked-hash-64-b")
     needles = old.needles
-    with pager.open(store_path, actor="neo", config=COPILOT, embedder=old) as p:
+    with mempager.open(store_path, actor="neo", config=COPILOT, embedder=old) as p:
         p.remember_many([{"type": "event", "text": f"filler event {i} about the weather"} for i in range(300)])
         doomed = [p.remember_fact(f"CANARY-9d41f7 passport fact {i}") for i in range(3)]
         doomed.append(p.remember_user_fact("CANARY-9d41f7 the passport is in the drawer"))
@@ -167,16 +167,16 @@ def test_forget_where_leaves_no_bytes(store_path: Path) -> None:
         p.remember_fact("the user may prefer green tea", source="llm", confidence=0.1)  # queued, stays
         assert len(p.review()) == 2
         assert p.sync(timeout=60)
-    with pager.open(store_path, actor="neo", config=COPILOT, embedder=new) as p:  # a new model
+    with mempager.open(store_path, actor="neo", config=COPILOT, embedder=new) as p:  # a new model
         assert p.sync(timeout=60)
         p.store.checkpoint()
         p.semantic.save()
     assert_visible(store_path, needles)
     old_index = [f for f in owned_files(store_path) if f.parent.name.startswith("marked-hash-64-a")]
     assert any(needles[1] in f.read_bytes() for f in old_index), "the old model's saved index holds the vector"
-    with pager.open(store_path, actor="bob", config=COPILOT) as b:
+    with mempager.open(store_path, actor="bob", config=COPILOT) as b:
         b.remember_fact("bob keeps his passport", source="llm", confidence=0.1)
-    with pager.open(store_path, actor="neo", config=COPILOT, embedder=new) as p:
+    with mempager.open(store_path, actor="neo", config=COPILOT, embedder=new) as p:
         assert p.forget(actor="neo", where={"query": "passport"}) == 4
         assert hits(store_path, needles) == {}
         assert [i.payload["text"] for i in p.review()] == ["the user may prefer green tea"]
@@ -187,12 +187,12 @@ def test_forget_where_leaves_no_bytes(store_path: Path) -> None:
         assert p.forget(actor="neo", where={}) == 300  # everything, the whole review queue too
         assert p.review(status=None) == []
     assert hits(store_path, needles) == {}
-    with pager.open(store_path, actor="bob", config=COPILOT) as b:
+    with mempager.open(store_path, actor="bob", config=COPILOT) as b:
         assert [i.payload["text"] for i in b.review()] == ["bob keeps his passport"]
 
 
 def test_forget_where_matches_queued_texts_like_recall(store_path: Path) -> None:
-    with pager.open(store_path, actor="neo", config=COPILOT) as p:
+    with mempager.open(store_path, actor="neo", config=COPILOT) as p:
         queued = {
             "event": p.remember("event", "went to Lisbon", source="llm", confidence=0.1,
                                 created_at="2023-05-08T10:00:00", tags=["trip"]),

@@ -11,19 +11,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import pager
-from pager import PagerConfig, PatternSpec, estimate_tokens
-from pager.fusion import Cut, fuse_scores
-from pager.page import render_snippet
-from pager.salience import params_from_config
-from pager.tokens import is_high_entropy
+import mempager
+from mempager import PagerConfig, PatternSpec, estimate_tokens
+from mempager.lanes.fusion import Cut, fuse_scores
+from mempager.paging.page import render_snippet
+from mempager.lanes.salience import params_from_config
+from mempager.paging.tokens import is_high_entropy
 
 
 def test_each_lane_alone_can_reach_the_page(store_path: Path) -> None:
     # lane_depth 5: with k=8 each lane looks 16 deep, so 20 closer vectors keep a memory out of
     # the semantic lane's list (its score is still looked up, which is what fusion weighs)
     cfg = PagerConfig(embedder="hash", lane_depth=5)
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         lexical_only = p.remember_fact(
             "Among the garden notes kept over the years about roses, tulips, hedges, compost, watering "
             "schedules, pruning shears, soil acidity, mulch beds and the greenhouse heater, "
@@ -49,7 +49,7 @@ def test_each_lane_alone_can_reach_the_page(store_path: Path) -> None:
 
 @pytest.mark.slow
 def test_semantic_only_hit_reaches_the_page(tmp_path: Path) -> None:
-    with pager.open(tmp_path / "s.duckdb", actor="neo", config=PagerConfig(embedder="local")) as p:
+    with mempager.open(tmp_path / "s.duckdb", actor="neo", config=PagerConfig(embedder="local")) as p:
         dog = p.remember_fact("My dog Rex is three years old.")
         for text in ["The quarterly report is due Friday.", "Paris is the capital of France.",
                      "The build uses make and gcc."]:
@@ -72,7 +72,7 @@ def test_score_fusion_is_a_union_with_ties_broken_by_label() -> None:
 def test_same_store_same_query_same_page_across_reopen(store_path: Path) -> None:
     frozen = datetime(2026, 6, 1, tzinfo=timezone.utc)
     cfg = PagerConfig(embedder="hash")
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         p.clock = lambda: frozen
         p.set_identity("I am Neo.")
         p.remember_many([{"type": "event", "text": f"Event {i}: shipped build {i % 7}"} for i in range(200)])
@@ -80,7 +80,7 @@ def test_same_store_same_query_same_page_across_reopen(store_path: Path) -> None
         first, second = p.page("ship", "which builds shipped?"), p.page("ship", "which builds shipped?")
         assert first.render() == second.render()
         rendered = first.render()
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         p.clock = lambda: frozen
         assert p.page("ship", "which builds shipped?").render() == rendered
 
@@ -98,7 +98,7 @@ def test_budgets_are_never_exceeded(tmp_path_factory, texts: list[str], budget: 
                                     patterns: int, patterns_budget: int) -> None:
     cfg = PagerConfig(embedder="hash", retrieval_budget_tokens=budget, page_budget_tokens=page_budget,
                       pinned_budget_tokens=min(page_budget, 200), patterns_budget_tokens=patterns_budget)
-    with pager.open(tmp_path_factory.mktemp("b") / "b.duckdb", actor="neo", config=cfg) as p:
+    with mempager.open(tmp_path_factory.mktemp("b") / "b.duckdb", actor="neo", config=cfg) as p:
         p.remember_many([{"type": "fact", "text": t} for t in texts])
         p.remember_user_fact("The user is Ana.")
         p.add_rule(texts[-1])  # a pinned block of random size: sometimes it leaves the page no room
@@ -126,7 +126,7 @@ def test_budgets_are_never_exceeded(tmp_path_factory, texts: list[str], budget: 
 
 def test_page_gives_retrieval_no_room_when_pinned_fills_the_page(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash", page_budget_tokens=60, pinned_budget_tokens=60)
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         p.add_rule("Always answer in French, quote sources, and never reveal the deploy keys to anyone. " * 3)
         fact = p.remember_fact("The deploy key id is 7f3a9c2e.")
         page = p.page(None, "deploy key id")
@@ -138,7 +138,7 @@ def test_page_gives_retrieval_no_room_when_pinned_fills_the_page(store_path: Pat
 def test_verbatim_identifier_never_split_in_a_page(store_path: Path) -> None:
     ident = "0x9f2c4e7a1b3d5f60a8c2e4f6b8d0a1c3e5f7a9b1"  # one 42-byte word: cut bytes would corrupt it
     cfg = PagerConfig(embedder="hash")
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         p.remember_fact("Ledger notes: " + "padding words " * 20 + ident + " is the payout address; "
                         + "trailing words " * 100)
         outcomes = set()
@@ -159,7 +159,7 @@ def test_verbatim_identifier_never_split_in_a_page(store_path: Path) -> None:
 
 def test_forget_removes_from_every_lane_index(store_path: Path) -> None:
     """Not through retrieve (it re-checks the store): each lane's own index must drop the memory."""
-    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
 
         def lexical(words: str) -> set[int]:
             return {x for x, _ in p.lexical.search_scored(words, 10, [])[0]} | {x for x, _ in p.lexical.match(words)}
@@ -192,7 +192,7 @@ def test_forget_removes_from_every_lane_index(store_path: Path) -> None:
 
 def test_report_explains_every_cut(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash", retrieval_top_k=3, retrieval_budget_tokens=140)
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         profile = p.remember_user_fact("Deploys happen on Tuesdays.")
         old_goal = p.set_goal("deploy the service")
         goal = p.set_goal("deploy the service today")
@@ -250,7 +250,7 @@ def test_report_explains_every_cut(store_path: Path) -> None:
 
 def test_report_breaks_the_salience_score_into_its_terms(store_path: Path) -> None:
     frozen = datetime(2026, 6, 1, tzinfo=timezone.utc)
-    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
         p.clock = lambda: frozen
         p.remember_fact("Deploy keys live in the vault.")
         assert p.sync(timeout=60)
@@ -276,7 +276,7 @@ def test_report_breaks_the_salience_score_into_its_terms(store_path: Path) -> No
 
 
 def test_a_memory_without_a_vector_is_not_outranked_for_lacking_one() -> None:
-    from pager.fusion import UNEMBEDDED
+    from mempager.lanes.fusion import UNEMBEDDED
 
     weights = {"semantic": 0.5, "lexical": 0.5, "salience": 0.2}
     lanes = {"semantic": [(1, 0.9)], "lexical": [(2, 10.0), (1, 6.0)]}

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-import pager
-from pager import PagerConfig
-from pager.errors import InvalidInput
-from pager.gcpause import collector_paused
-from pager.types import Memory
-from pager.writeback import GC_PAUSE_FROM
+import mempager
+from mempager import PagerConfig
+from mempager.errors import InvalidInput
+from mempager.writing.gcpause import collector_paused
+from mempager.types import Memory
+from mempager.writing.writeback import GC_PAUSE_FROM
 
 HASH = PagerConfig(embedder="hash")
 
@@ -30,7 +30,7 @@ def collector_on() -> Iterator[None]:
         gc.disable()
 
 
-def _watch(p: pager.Pager) -> list[bool]:
+def _watch(p: mempager.Pager) -> list[bool]:
     """gc.isenabled() as seen by the store's change listener, i.e. in the middle of each write."""
     seen: list[bool] = []
 
@@ -42,7 +42,7 @@ def _watch(p: pager.Pager) -> list[bool]:
 
 
 def test_a_large_batch_runs_paused_and_restores_the_collector(store_path: Path) -> None:
-    with pager.open(store_path, actor="neo", config=HASH) as p:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
         p.workers.stop()
         seen = _watch(p)
         uris = p.remember_many([{"type": "fact", "text": f"fact number {i}"} for i in range(GC_PAUSE_FROM)])
@@ -53,7 +53,7 @@ def test_a_large_batch_runs_paused_and_restores_the_collector(store_path: Path) 
 
 
 def test_a_refused_batch_restores_the_collector_and_stores_nothing(store_path: Path) -> None:
-    with pager.open(store_path, actor="neo", config=HASH) as p:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
         p.workers.stop()
         before = len(p.store.live_labels("neo"))
         items = [{"type": "fact", "text": f"fact {i}"} for i in range(GC_PAUSE_FROM)] + [{"type": "fact", "text": " "}]
@@ -64,7 +64,7 @@ def test_a_refused_batch_restores_the_collector_and_stores_nothing(store_path: P
 
 
 def test_a_collector_the_application_disabled_stays_disabled(store_path: Path) -> None:
-    with pager.open(store_path, actor="neo", config=HASH) as p:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
         p.workers.stop()
         gc.disable()
         p.remember_many([{"type": "fact", "text": f"fact {i}"} for i in range(GC_PAUSE_FROM)])
@@ -99,7 +99,7 @@ def test_an_inactive_pause_changes_nothing() -> None:
 def test_the_mirror_keeps_its_columns_out_of_the_collectors_walk(store_path: Path) -> None:
     """Every full collection in the process walks every element of every tracked list; the mirror's
     per-memory columns are numpy object arrays, which it does not walk, whatever the store's size."""
-    with pager.open(store_path, actor="neo", config=HASH) as p:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
         p.workers.stop()
         uris = p.remember_many([{"type": "fact", "text": f"fact {i}", "tags": ["t"]} for i in range(50)])
         table = p.store.table("neo")

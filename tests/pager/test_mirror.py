@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pager.config import PagerConfig
-from pager.errors import StoreLocked
-from pager.salience import params_from_config
-from pager.store import DuckDBStore, open_store
-from pager.types import MemoryType, NewMemory
+from mempager.config import PagerConfig
+from mempager.errors import StoreLocked
+from mempager.lanes.salience import params_from_config
+from mempager.store.duckdb import DuckDBStore, open_store
+from mempager.types import MemoryType, NewMemory
 
 ops = st.lists(
     st.tuples(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import pager
-from pager import (
+import mempager
+from mempager import (
     EmptyText,
     InvalidActor,
     InvalidInput,
@@ -25,7 +25,7 @@ RELEASE = PatternSpec(name="cut a release", trigger="release the service", steps
 
 def test_written_memory_is_retrievable_before_it_is_embedded(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash", embed_workers=1)
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         p.workers.stop()  # no embedding at all: only the salience lane can see the write
         uri = p.remember_fact("The staging password rotates every Monday.")
         assert p.stats()["pending_embeddings"] == 1
@@ -53,7 +53,7 @@ def test_retrieve_fuses_lanes_dedups_and_carries_ranks(hash_pager) -> None:  # t
 
 def test_retrieve_respects_k_and_budget(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash", retrieval_top_k=3, retrieval_budget_tokens=60)
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         for i in range(10):
             p.remember_fact(f"Memory {i}: " + "lorem ipsum dolor " * 3)
         p.sync(timeout=30)
@@ -93,11 +93,11 @@ def test_forget_removes_from_every_lane(hash_pager) -> None:  # type: ignore[no-
 
 def test_actor_isolation_through_the_pager(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash")
-    with pager.open(store_path, actor="alice", config=cfg) as a:
+    with mempager.open(store_path, actor="alice", config=cfg) as a:
         secret = a.remember_fact("Alice's locker code is 4412.")
         a.remember_user_fact("Alice likes tea.")
         a.sync(timeout=30)
-    with pager.open(store_path, actor="bob", config=cfg) as b:
+    with mempager.open(store_path, actor="bob", config=cfg) as b:
         b.remember_fact("Bob parks on level 2.")
         b.sync(timeout=30)
         assert all("Alice" not in s.text for s in b.retrieve("Alice locker code", k=50))
@@ -107,7 +107,7 @@ def test_actor_isolation_through_the_pager(store_path: Path) -> None:
             b.forget(secret)
         with pytest.raises(MemoryNotFound):
             b.get(secret)
-    with pager.open(store_path, actor="alice", config=cfg) as a:
+    with mempager.open(store_path, actor="alice", config=cfg) as a:
         assert a.get(secret).text == "Alice's locker code is 4412."
 
 
@@ -137,7 +137,7 @@ def test_bad_input_is_a_typed_error_and_the_store_is_unchanged(hash_pager, call,
     before = [(m.uri, m.text, m.strength) for m in p.recall(limit=100)]
     with pytest.raises(error) as info:
         call(p)
-    assert isinstance(info.value, pager.PagerError)
+    assert isinstance(info.value, mempager.PagerError)
     assert len(str(info.value)) > 20  # says what to do, not just what failed
     assert [(m.uri, m.text, m.strength) for m in p.recall(limit=100)] == before
 
@@ -145,7 +145,7 @@ def test_bad_input_is_a_typed_error_and_the_store_is_unchanged(hash_pager, call,
 def test_bad_actor_is_refused(store_path: Path) -> None:
     for actor in ["", "../x", "/abs", "a/b", "x" * 200, "nul\x00"]:
         with pytest.raises(InvalidActor):
-            pager.open(store_path, actor=actor, config=PagerConfig(embedder="hash"))
+            mempager.open(store_path, actor=actor, config=PagerConfig(embedder="hash"))
 
 
 def test_remember_many_accepts_human_times_and_tags(hash_pager) -> None:  # type: ignore[no-untyped-def]
@@ -164,10 +164,10 @@ def test_remember_many_accepts_human_times_and_tags(hash_pager) -> None:  # type
 
 def test_reopen_sees_everything_and_embeds_what_was_pending(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash")
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         p.workers.stop()
         uris = p.remember_many([{"type": "fact", "text": f"fact {i}"} for i in range(100)])
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         assert p.sync(timeout=30)
         stats = p.stats()
         assert stats["memories"] == 100 and stats["vectors_indexed"] == 100
@@ -201,14 +201,14 @@ def test_page_report_explains_cuts(hash_pager) -> None:  # type: ignore[no-untyp
     ],
 )
 def test_hnsw_and_retry_settings_are_validated_quoting_the_bad_value(field: str, bad: object) -> None:
-    with pytest.raises(pager.ConfigError, match=field) as caught:
+    with pytest.raises(mempager.ConfigError, match=field) as caught:
         PagerConfig(**{field: bad})  # type: ignore[arg-type]
     assert repr(bad) in str(caught.value)
 
 
 def test_a_backoff_cap_below_the_first_backoff_is_refused() -> None:
     message = r"embed_max_backoff_seconds \(0\.5\) must be >= embed_backoff_seconds \(2\.0\)"
-    with pytest.raises(pager.ConfigError, match=message):
+    with pytest.raises(mempager.ConfigError, match=message):
         PagerConfig(embed_backoff_seconds=2.0, embed_max_backoff_seconds=0.5)
 
 
@@ -218,7 +218,7 @@ def test_hnsw_and_retry_settings_reach_the_lane_and_the_workers(store_path: Path
         16, 200, 128, 0.2)
     cfg = PagerConfig(embedder="hash", hnsw_m=8, hnsw_ef_construction=40, hnsw_ef=77, hnsw_max_deleted_share=0.5,
                       embed_max_attempts=2, embed_backoff_seconds=0.5, embed_max_backoff_seconds=4.0)
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         p.remember_many([{"type": "fact", "text": f"fact {i}"} for i in range(20)])
         assert p.sync(timeout=30)
         index = p.semantic.index
@@ -237,12 +237,12 @@ def test_float_settings_are_read_from_the_environment() -> None:
     cfg = PagerConfig.from_env({"MEMPAGER_HNSW_EF": "200", "MEMPAGER_EMBED_MAX_BACKOFF_SECONDS": "2.5",
                                 "MEMPAGER_HNSW_MAX_DELETED_SHARE": "0.3"})
     assert (cfg.hnsw_ef, cfg.embed_max_backoff_seconds, cfg.hnsw_max_deleted_share) == (200, 2.5, 0.3)
-    with pytest.raises(pager.ConfigError, match="MEMPAGER_EMBED_BACKOFF_SECONDS must be a number, got 'soon'"):
+    with pytest.raises(mempager.ConfigError, match="MEMPAGER_EMBED_BACKOFF_SECONDS must be a number, got 'soon'"):
         PagerConfig.from_env({"MEMPAGER_EMBED_BACKOFF_SECONDS": "soon"})
 
 
 def test_a_write_that_notifies_before_the_worker_waits_is_not_slept_through(hash_pager) -> None:  # type: ignore[no-untyped-def]
-    from pager.worker import EmbedWorkers
+    from mempager.maintenance.workers import EmbedWorkers
 
     assert hash_pager.sync(timeout=60)
     workers = EmbedWorkers(hash_pager.semantic, workers=0)  # no threads: _idle is driven by hand

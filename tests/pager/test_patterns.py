@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pager import InvalidInput, PatternSpec
-from pager.patterns import PREFIX
+from mempager import InvalidInput, PatternSpec
+from mempager.procedural.patterns import PREFIX
 
 words = st.text(min_size=0, max_size=40)
 lists = st.lists(st.text(max_size=30), max_size=5).map(tuple)

@@ -8,14 +8,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import pager
-from pager import PagerConfig, estimate_tokens
-from pager.pinned import select_profile
-from pager.types import Memory, MemoryType, Scope, Source
+import mempager
+from mempager import PagerConfig, estimate_tokens
+from mempager.paging.pinned import select_profile
+from mempager.types import Memory, MemoryType, Scope, Source
 
 
-def _open(path: Path, **cfg: object) -> pager.Pager:
-    return pager.open(path, actor="neo", config=PagerConfig(embedder="hash", **cfg))  # type: ignore[arg-type]
+def _open(path: Path, **cfg: object) -> mempager.Pager:
+    return mempager.open(path, actor="neo", config=PagerConfig(embedder="hash", **cfg))  # type: ignore[arg-type]
 
 
 def test_sections_in_order_with_their_contents(store_path: Path) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import pager
-from pager import InvalidInput, MemoryNotFound, PagerConfig, PatternSpec
-from pager.lifecycle import decay, next_maturity
-from pager.procedural import LabelResolved
+import mempager
+from mempager import InvalidInput, MemoryNotFound, PagerConfig, PatternSpec
+from mempager.procedural.lifecycle import decay, next_maturity
+from mempager.procedural.procedures import LabelResolved
 
 CFG = PagerConfig()
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -22,7 +22,7 @@ def spec(name: str, trigger: str = "deploy the billing service") -> PatternSpec:
 
 @pytest.fixture
 def p(store_path: Path):  # type: ignore[no-untyped-def]
-    pg = pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash"))
+    pg = mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash"))
     pg.clock = lambda: T0
     yield pg
     pg.close()
@@ -154,7 +154,7 @@ def test_inversion_proposal_review_and_application(p) -> None:  # type: ignore[n
 
 
 def test_inversion_thresholds_exact(p) -> None:  # type: ignore[no-untyped-def]
-    from pager.lifecycle import inversion_due
+    from mempager.procedural.lifecycle import inversion_due
 
     assert not inversion_due(0, 2, CFG) and inversion_due(0, 3, CFG)
     assert not inversion_due(2, 4, CFG)  # 4 is not > 2×2
@@ -200,7 +200,7 @@ def test_recall_pattern_tolerates_typos(p) -> None:  # type: ignore[no-untyped-d
 
 def test_menu_lists_the_rest(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash", max_patterns_in_page=1)
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         for name in ("ship fast", "ship safe"):
             for _ in range(3):
                 p.reinforce_pattern(spec(name))
@@ -211,7 +211,7 @@ def test_menu_lists_the_rest(store_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["autopilot", "copilot", "off"])
 def test_encoding_gate_modes(store_path: Path, mode: str) -> None:
-    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash", memory_mode=mode)) as p:
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash", memory_mode=mode)) as p:
         user = p.remember_fact("The user said: deploy on Fridays is fine.", source="user")
         assert user.startswith("mem://")  # the user is always trusted
         sure = p.remember_fact("Billing runs on Postgres 16.", source="llm", confidence=0.9)
@@ -236,7 +236,7 @@ def test_encoding_gate_modes(store_path: Path, mode: str) -> None:
             assert texts == {"The user said: deploy on Fridays is fine."}
             assert p.retrieve("deploy Fridays")  # still reads
     if mode == "copilot":  # the review queue is durable
-        with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash", memory_mode=mode)) as p:
+        with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash", memory_mode=mode)) as p:
             assert len(p.review(status=None)) == 2
 
 
@@ -286,7 +286,7 @@ def test_sweep_flags_removal_at_its_exact_threshold_and_keeps_the_pattern(p) -> 
 def test_copilot_gate_at_its_exact_default_threshold(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash", memory_mode="copilot")
     assert cfg.copilot_min_confidence == 0.7
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         assert p.remember_fact("kept at 0.7", source="llm", confidence=0.7).startswith("mem://")
         assert p.remember_fact("queued at 0.69", source="llm", confidence=0.69).startswith("review://")
         assert p.remember_fact("consolidated at 0.7", source="consolidation", confidence=0.7).startswith("mem://")
@@ -337,7 +337,7 @@ def test_lifecycle_stage_is_reported(p) -> None:  # type: ignore[no-untyped-def]
 
 def test_accepting_a_queued_memory_keeps_every_field_and_happens_once(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash", memory_mode="copilot")
-    with pager.open(store_path, actor="neo", config=cfg) as p:
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
         held = p.remember("event", "Flew to Lisbon", source="llm", confidence=0.3, importance=0.9, strength=0.7,
                           created_at="2023-05-08T13:56:00", tags=["trip"], metadata={"seat": "12A"})
         (item,) = p.review()

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import pager
-from pager import PagerConfig
-from pager.semantic import slug
+import mempager
+from mempager import PagerConfig
+from mempager.lanes.semantic import slug
 
 HASH = PagerConfig(embedder="hash")
 
@@ -27,10 +27,10 @@ def index_dir(store_path: Path, actor: str, model: str) -> Path:
 
 def test_churn_then_reopen_every_live_item_finds_itself(store_path: Path) -> None:
     rng = random.Random(4)
-    with pager.open(store_path, actor="neo", config=HASH) as p:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
         uris = p.remember_many([{"type": "fact", "text": f"item {i} " + " ".join(
             rng.choice(["alpha", "beta", "gamma", "delta", "omega", "sigma"]) for _ in range(6))} for i in range(4000)])
-        with pager.open(store_path, actor="other", config=HASH) as o:
+        with mempager.open(store_path, actor="other", config=HASH) as o:
             # the same words as neo's items: close neighbours, were the indexes ever shared
             other_uris = o.remember_many([{"type": "fact", "text": f"item {i} alpha beta gamma delta omega sigma"}
                                           for i in range(300)])
@@ -46,7 +46,7 @@ def test_churn_then_reopen_every_live_item_finds_itself(store_path: Path) -> Non
         for uri in rng.sample(live, 600):
             p.update(uri, text=p.get(uri).text + " updated")
         assert p.sync(timeout=120)
-    with pager.open(store_path, actor="neo", config=HASH) as p:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
         assert p.semantic.opened_how.startswith("loaded")
         live_labels = {p.get(u).label for u in live}
         assert len(deleted_labels) == 2000 and not deleted_labels & live_labels and not other_labels & live_labels
@@ -85,7 +85,7 @@ def test_concurrent_retrieves_while_writing_and_embedding(store_path: Path) -> N
     deleted: set[str] = set()  # a forget has returned
     checked = [0]
     stop = time.monotonic() + 6
-    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="hash", embed_batch_size=16)) as p:
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash", embed_batch_size=16)) as p:
         seed = p.remember_many([{"type": "fact", "text": f"seed fact {i} about deploys"} for i in range(500)])
 
         def writer() -> None:
@@ -135,7 +135,7 @@ def test_concurrent_retrieves_while_writing_and_embedding(store_path: Path) -> N
 
 @pytest.mark.parametrize("damage", ["truncate", "bitflip", "no_manifest", "foreign"])
 def test_damaged_index_is_detected_and_rebuilt(store_path: Path, damage: str) -> None:
-    with pager.open(store_path, actor="neo", config=HASH) as p:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
         p.remember_many([{"type": "fact", "text": f"fact {i} on the billing service"} for i in range(1500)])
         assert p.sync(timeout=60)
         model = p.semantic.model
@@ -154,7 +154,7 @@ def test_damaged_index_is_detected_and_rebuilt(store_path: Path, damage: str) ->
         (folder / "manifest.json").unlink()
     else:  # another store's index copied over this one
         other = store_path.parent / "other.duckdb"
-        with pager.open(other, actor="neo", config=HASH) as o:
+        with mempager.open(other, actor="neo", config=HASH) as o:
             o.remember_fact("something else entirely")
             o.sync(timeout=30)
         for f in folder.iterdir():
@@ -162,17 +162,17 @@ def test_damaged_index_is_detected_and_rebuilt(store_path: Path, damage: str) ->
         for f in index_dir(other, "neo", model).iterdir():
             (folder / f.name).write_bytes(f.read_bytes())
     # open in a child first: a damaged file must never crash the process
-    code = (f"import pager; p = pager.open({str(store_path)!r}, actor='neo', "
-            "config=pager.PagerConfig(embedder='hash')); print(p.semantic.opened_how); p.close()")
+    code = (f"import mempager; p = mempager.open({str(store_path)!r}, actor='neo', "
+            "config=mempager.PagerConfig(embedder='hash')); print(p.semantic.opened_how); p.close()")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert child.returncode == 0, child.stderr[-2000:]
     assert child.stdout.startswith("rebuilt"), child.stdout
-    with pager.open(store_path, actor="neo", config=HASH) as p:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
         assert [s.uri for s in p.retrieve("billing service fact 42", k=5)] == [s.uri for s in expected]
         assert len(p.semantic) == 1500
 
 
-def assert_unembedded_memory_is_reachable(p: pager.Pager, model: str) -> None:
+def assert_unembedded_memory_is_reachable(p: mempager.Pager, model: str) -> None:
     """A memory with no vector of the new model yet is still returned, by the lexical or salience lane.
 
     The resumed workers embed while we look, so the memory is taken from the far end of the queue,
@@ -201,7 +201,7 @@ def assert_unembedded_memory_is_reachable(p: pager.Pager, model: str) -> None:
 
 MIGRATE = """
 import sys, pager
-p = pager.open(sys.argv[1], actor="neo", config=pager.PagerConfig(embedder="local", embed_batch_size=32))
+p = mempager.open(sys.argv[1], actor="neo", config=mempager.PagerConfig(embedder="local", embed_batch_size=32))
 print("open", flush=True)
 p.reembed(progress=lambda done, total: print("progress", done, flush=True))
 """
@@ -210,7 +210,7 @@ p.reembed(progress=lambda done, total: print("progress", done, flush=True))
 @pytest.mark.slow
 def test_migration_hash_to_local_killed_and_resumed(store_path: Path, turn_texts: list[str]) -> None:
     texts = turn_texts[:2000]
-    with pager.open(store_path, actor="neo", config=HASH) as p:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
         p.remember_many([{"type": "event", "text": t} for t in texts])
         assert p.sync(timeout=120)
         hash_model = p.semantic.model
@@ -223,7 +223,7 @@ def test_migration_hash_to_local_killed_and_resumed(store_path: Path, turn_texts
             break
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
-    with pager.open(store_path, actor="neo", config=PagerConfig(embedder="local")) as p:
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="local")) as p:
         local_model = p.semantic.model
         assert local_model.startswith("st:")
         models = p.store.vector_models("neo")
@@ -235,7 +235,7 @@ def test_migration_hash_to_local_killed_and_resumed(store_path: Path, turn_texts
         assert np.array_equal(np.sort(labels), np.sort(stored)) and len(labels) == 2000
         assert p.finalize_migration() == {hash_model: 2000}
         assert p.store.vector_models("neo") == {local_model: 2000}
-        from index.hnsw import HnswIndex
+        from mempager.index.hnsw import HnswIndex
 
         fresh = HnswIndex(p.semantic.embedder.dim)
         fresh.add(stored, vectors)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pager.errors import SchemaTooNew, StoreLocked
-from pager.migrations import LATEST
-from pager.store import DuckDBStore
+from mempager.errors import SchemaTooNew, StoreLocked
+from mempager.store.migrations import LATEST
+from mempager.store.duckdb import DuckDBStore
 
 
 def test_migrations_recorded_and_newer_schema_refused(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_second_process_gets_store_locked(tmp_path: Path) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
-            from pager.store import DuckDBStore
+            from mempager.store.duckdb import DuckDBStore
             s = DuckDBStore({str(path)!r}); print("ready", flush=True); time.sleep(60)
         """)], stdout=subprocess.PIPE, text=True)
     try:
@@ -52,8 +52,8 @@ def test_second_process_gets_store_locked(tmp_path: Path) -> None:
 
 WRITER = """
 import sys
-from pager.store import DuckDBStore
-from pager.types import NewMemory, MemoryType
+from mempager.store.duckdb import DuckDBStore
+from mempager.types import NewMemory, MemoryType
 s = DuckDBStore(sys.argv[1])
 i = 0
 while True:

@@ -23,8 +23,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-import pager
-from pager import PagerConfig
+import mempager
+from mempager import PagerConfig
 
 START = time.monotonic()
 FILL_DEADLINE = 90.0  # seconds; a filesystem that never fills is reported, not waited on forever
@@ -39,7 +39,7 @@ def emit(kind: str, **fields: Any) -> None:
 def attempt(phase: str, what: str, call: Callable[[], Any]) -> tuple[bool, Any]:
     try:
         return True, call()
-    except pager.PagerError as exc:
+    except mempager.PagerError as exc:
         emit("refused", phase=phase, what=what, error=type(exc).__name__,
              classes=[c.__name__ for c in type(exc).__mro__], message=str(exc)[:400])
         return False, exc
@@ -62,7 +62,7 @@ class Writer:
         self.n += 1
         return f"w{self.n} " + " ".join(self.rng.choices(self.vocabulary, k=words))
 
-    def write(self, p: pager.Pager, phase: str) -> bool:
+    def write(self, p: mempager.Pager, phase: str) -> bool:
         """One write (a single memory or a batch); True when it was acknowledged."""
         if self.rng.random() < 0.3:
             text = self.text(self.rng.randint(20, 400))
@@ -85,7 +85,7 @@ def main() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
     writer = Writer(seed)
-    p = pager.open(path, actor="neo", config=PagerConfig(embedder="hash"))
+    p = mempager.open(path, actor="neo", config=PagerConfig(embedder="hash"))
     emit("ready")
     deadline = time.monotonic() + FILL_DEADLINE
     while writer.write(p, "fill"):
@@ -101,7 +101,7 @@ def main() -> None:
     if limit:
         resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     if mode == "close-while-full":  # ... and starts again once there is room
-        ok, p = attempt("after", "open", lambda: pager.open(path, actor="neo", config=PagerConfig(embedder="hash")))
+        ok, p = attempt("after", "open", lambda: mempager.open(path, actor="neo", config=PagerConfig(embedder="hash")))
         if not ok:
             emit("done")
             return

@@ -15,8 +15,8 @@ import random
 import sys
 from typing import Any
 
-import pager
-from pager import PagerConfig, PatternSpec
+import mempager
+from mempager import PagerConfig, PatternSpec
 
 ACTORS = ("neo", "trinity")
 WORDS = ("deploy", "vault", "invoice", "rounding", "flaky", "branch", "release", "billing", "ledger",
@@ -38,14 +38,14 @@ class Workload:
         self.path = path
         self.seed = seed
         self.rng = random.Random(seed)
-        self.pagers: dict[str, pager.Pager] = {}
+        self.pagers: dict[str, mempager.Pager] = {}
         self.live: dict[str, list[tuple[str, str, str]]] = {a: [] for a in ACTORS}  # (uri, type, text)
         self.batches: dict[str, list[str]] = {a: [] for a in ACTORS}  # batch tags
         self.n = 0
 
     def open(self) -> None:
         for actor in ACTORS:
-            self.pagers[actor] = pager.open(self.path, actor=actor, config=PagerConfig(embedder="hash"))
+            self.pagers[actor] = mempager.open(self.path, actor=actor, config=PagerConfig(embedder="hash"))
 
     def close(self) -> None:
         for p in self.pagers.values():

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import pager
-from pager import PagerConfig
+import mempager
+from mempager import PagerConfig
 
 REPO = Path(__file__).resolve().parents[2]
 # The hash embedder is the only one that needs neither network nor model weights.
@@ -87,11 +87,11 @@ def timed() -> Iterator[dict[str, float]]:
         box["seconds"] = round(time.perf_counter() - start, 2)
 
 
-def live_labels(p: pager.Pager) -> set[int]:
+def live_labels(p: mempager.Pager) -> set[int]:
     return {m.label for m in p.recall(limit=1_000_000_000)}
 
 
-def index_state(p: pager.Pager) -> tuple[set[int], set[int], set[int]]:
+def index_state(p: mempager.Pager) -> tuple[set[int], set[int], set[int]]:
     """(labels in the semantic index, labels with a current vector of the active model, live labels)."""
     # The embedding worker stores a vector and indexes it under this lock; reading both sides
     # without it could see one step done and not the other.
@@ -102,7 +102,7 @@ def index_state(p: pager.Pager) -> tuple[set[int], set[int], set[int]]:
     return indexed, vectored, live
 
 
-def assert_index_consistent(p: pager.Pager, *, synced: bool, context: str = "") -> None:
+def assert_index_consistent(p: mempager.Pager, *, synced: bool, context: str = "") -> None:
     """The semantic index is exactly the store's live labels that have a vector of the active model.
 
     ``synced``: the embedding queue was drained, so every live memory must have such a vector too.

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-import pager
+import mempager
 
 from .conftest import HASH, assert_index_consistent, child_env, python, record, timed
 
@@ -145,7 +145,7 @@ class Child:
 
 
 def verify(store: Path, acks: list[dict[str, Any]]) -> None:
-    with pager.open(store, actor="neo", config=HASH) as p:
+    with mempager.open(store, actor="neo", config=HASH) as p:
         contents = {m.uri: m for m in p.recall(limit=1_000_000_000)}
         for ack in acks:
             for uri, text in zip(ack["uris"], ack["texts"], strict=True):

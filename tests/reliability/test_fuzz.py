@@ -1,4 +1,4 @@
-"""Input fuzzing: every hostile input is accepted or refused with a typed ``pager.PagerError``.
+"""Input fuzzing: every hostile input is accepted or refused with a typed ``mempager.PagerError``.
 
 Never a raw DuckDB, hnswlib or numpy error, never a crash, and the store is intact afterwards: the
 memories written before the fuzzing are unchanged after every example and the audit chain verifies.
@@ -23,10 +23,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import pager
-from index.hnsw import HnswIndex
-from pager import PagerError
-from pager.validate import normalize
+import mempager
+from mempager.index.hnsw import HnswIndex
+from mempager import PagerError
+from mempager.validate import normalize
 
 from .conftest import HASH, assert_index_consistent, record, scratch_dir
 
@@ -86,10 +86,10 @@ class World:
     """One store for the whole module with a baseline that must survive every example."""
 
     path: Path
-    p: pager.Pager
+    p: mempager.Pager
     baseline: dict[str, tuple[str, Any]]  # uri -> (text, metadata)
     baseline_vectors: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (np.zeros(0), np.zeros(0)))
-    meta: pager.Pager | None = None  # the metadata fuzzing writes as its own actor (see that test)
+    meta: mempager.Pager | None = None  # the metadata fuzzing writes as its own actor (see that test)
     examples: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
 
@@ -116,14 +116,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 def make_world(path: Path) -> Iterator[World]:
-    p = pager.open(path, actor="neo", config=HASH)
+    p = mempager.open(path, actor="neo", config=HASH)
     baseline = {}
     for i in range(10):
         meta = {"i": i, "note": "baseline"}
         baseline[p.remember_fact(f"baseline fact {i} about the deploy key", metadata=meta)] = (
             f"baseline fact {i} about the deploy key", meta)
     assert p.sync(timeout=30)
-    w = World(path, p, baseline, meta=pager.open(path, actor="meta", config=HASH))
+    w = World(path, p, baseline, meta=mempager.open(path, actor="meta", config=HASH))
     w.baseline_vectors = p.store.vectors("neo", p.semantic.model)
     try:
         yield w
@@ -229,7 +229,7 @@ def test_deeply_nested_metadata(world: World, depth: int) -> None:
     p = world.meta
     assert p is not None
     accepted, result = typed(lambda: p.remember_fact(f"deep metadata {depth}", metadata=_nest(depth)))
-    assert not accepted and isinstance(result, pager.InvalidInput)
+    assert not accepted and isinstance(result, mempager.InvalidInput)
     world.intact()
 
 
@@ -459,7 +459,7 @@ def test_uris_and_actors(world: World, name: str) -> None:
         accepted, result = typed(call)
         world.outcome("uri", accepted, result)
         assert not accepted or isinstance(result, int) and result == 0, f"{name!r} reached a memory: {result!r}"
-    accepted, other = typed(lambda: pager.open(world.path, actor=name, config=HASH))
+    accepted, other = typed(lambda: mempager.open(world.path, actor=name, config=HASH))
     world.outcome("actor", accepted, other)
     if accepted:
         try:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-import pager
-from pager import MemoryNotFound, PatternSpec
-from pager.validate import parse_uri
+import mempager
+from mempager import MemoryNotFound, PatternSpec
+from mempager.validate import parse_uri
 
 from .conftest import HASH, assert_index_consistent, record, timed
 
@@ -35,7 +35,7 @@ SEED = int(os.environ.get("MEMPAGER_RELIABILITY_SEED", random.SystemRandom().ran
 class Actors:
     def __init__(self, path: Path, rng: random.Random) -> None:
         self.path, self.rng = path, rng
-        self.pagers = {a: pager.open(path, actor=a, config=HASH) for a in ACTORS}
+        self.pagers = {a: mempager.open(path, actor=a, config=HASH) for a in ACTORS}
         self.owned: dict[str, set[str]] = {a: set() for a in ACTORS}  # every uri each actor was given
         self.forgotten: set[str] = set()
         self.reads = Counter[str]()
@@ -47,7 +47,7 @@ class Actors:
 
     def reopen(self, actor: str) -> None:
         self.pagers[actor].close()
-        self.pagers[actor] = pager.open(self.path, actor=actor, config=HASH)
+        self.pagers[actor] = mempager.open(self.path, actor=actor, config=HASH)
 
     def text(self, actor: str) -> str:
         base = self.rng.choice(POOL)
@@ -189,10 +189,10 @@ def test_actors_whose_names_slug_alike_keep_their_own_saved_index(tmp_path: Path
     """
     path = tmp_path / "agent.duckdb"
     for actor in ("a:b", "a_b"):
-        with pager.open(path, actor=actor, config=HASH) as p:
+        with mempager.open(path, actor=actor, config=HASH) as p:
             p.remember_fact(f"a fact of {actor}")
             assert p.sync(timeout=30)
     for actor in ("a:b", "a_b"):
-        with pager.open(path, actor=actor, config=HASH) as p:
+        with mempager.open(path, actor=actor, config=HASH) as p:
             assert p.semantic.opened_how.startswith("loaded"), f"{actor}: {p.semantic.opened_how}"
             assert [s.text for s in p.retrieve("a fact of", k=10)] == [f"a fact of {actor}"]

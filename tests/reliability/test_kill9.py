@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-import pager
-from pager import MemoryNotFound
+import mempager
+from mempager import MemoryNotFound
 
 from .conftest import HASH, assert_index_consistent, child_env, python, record, timed
 
@@ -146,7 +146,7 @@ def kill_point(lines: list[dict[str, Any]]) -> str:
 
 
 def check_store(store: Path, exp: Expected, where: str) -> None:
-    pagers = {a: pager.open(store, actor=a, config=HASH) for a in ACTORS}
+    pagers = {a: mempager.open(store, actor=a, config=HASH) for a in ACTORS}
     try:
         for actor, p in pagers.items():
             # Before any embedding catches up: the recovered index must match the store exactly.
@@ -192,7 +192,7 @@ def check_batches(memories: Any, exp: Expected, actor: str, where: str) -> None:
             assert per_tag.get(tag) == len(uris), f"{where}: acknowledged batch {tag} missing"
 
 
-def check_patterns(p: pager.Pager, exp: Expected, actor: str, where: str) -> None:
+def check_patterns(p: mempager.Pager, exp: Expected, actor: str, where: str) -> None:
     for (owner, name), acks in exp.reinforced.items():
         if owner != actor:
             continue

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-import pager
-from embedders.hashing import HashEmbedder
-from embedders.testing import EmbeddingServer, Reply
+import mempager
+from mempager.embedders.hashing import HashEmbedder
+from mempager.embedders.testing import EmbeddingServer, Reply
 
 from .conftest import child_env, python, record
 
@@ -110,10 +110,10 @@ def file_hits(root: Path) -> list[str]:
 
 def exercise(store: Path, seen: list[str]) -> dict[str, Any]:
     """A session touching every read and write path; collects what a user can see."""
-    with pager.open(store, actor="neo") as p:
+    with mempager.open(store, actor="neo") as p:
         uris = [p.remember_fact("the deploy key is in vault at secret/billing"),
                 *p.remember_many([{"type": "event", "text": f"deploy {i} went out"} for i in range(5)])]
-        p.reinforce_pattern(pager.PatternSpec(name="cut a release", steps=["branch", "tag"]))
+        p.reinforce_pattern(mempager.PatternSpec(name="cut a release", steps=["branch", "tag"]))
         seen += [repr(s) for s in p.retrieve("where is the deploy key?", k=5)]
         seen += [repr(m) for m in p.recall("deploy", limit=50)]
         page = p.page(goal="ship the release", query="deploy key")
@@ -125,7 +125,7 @@ def exercise(store: Path, seen: list[str]) -> dict[str, Any]:
         for call in (lambda: p.get("mem://neo/fact/0123456789abcdef"), lambda: p.forget(uris[0])):
             try:
                 call()
-            except pager.PagerError as exc:
+            except mempager.PagerError as exc:
                 seen += error_texts(exc)
     return stats
 
@@ -149,12 +149,12 @@ def test_dead_port(tmp_path: Path, logs: Capture, monkeypatch: pytest.MonkeyPatc
     assert [c["status"] for c in stats["embedder_candidates"][:2]] == ["failed", "failed"]
     assert any(n.startswith(("httpx", "httpcore")) for n in logs.names), "HTTP clients logged nothing at DEBUG"
     for forced in ("gateway", "provider"):  # a forced dead embedder opens as "down": its reasons must be clean too
-        with pager.open(tmp_path / "agent.duckdb", actor="neo", config=pager.PagerConfig(embedder=forced)) as p:
+        with mempager.open(tmp_path / "agent.duckdb", actor="neo", config=mempager.PagerConfig(embedder=forced)) as p:
             forced_stats = p.stats()
             (chosen,) = [c for c in forced_stats["embedder_candidates"] if c["kind"] == forced]
             assert chosen["status"] == "down", forced_stats["embedder_candidates"]
             seen += [json.dumps(forced_stats, default=str), *(s.text for s in p.retrieve("deploy key"))]
-    cli = subprocess.run([python(), "-m", "pager.cli", "stats", "--json", "--store", str(tmp_path / "agent.duckdb"),
+    cli = subprocess.run([python(), "-m", "mempager", "stats", "--json", "--store", str(tmp_path / "agent.duckdb"),
                           "--actor", "neo"],
                          capture_output=True, text=True, env=child_env(**env), timeout=120)
     assert cli.returncode == 0 and '"embedder_candidates"' in cli.stdout, cli.stderr
@@ -182,7 +182,7 @@ def test_gateway_fails_with_an_echo_while_embedding(tmp_path: Path, logs: Captur
     echo = json.dumps({"error": {"message": f"Incorrect API key provided: {TOKEN}"}}).encode()
     with EmbeddingServer(HashEmbedder(384), token=TOKEN) as gateway:
         configure(monkeypatch, gateway.url, gateway.url + "/v1")
-        p = pager.open(tmp_path / "agent.duckdb", actor="neo")
+        p = mempager.open(tmp_path / "agent.duckdb", actor="neo")
         seen: list[str] = []
         try:
             assert not p.stats()["embedder"].startswith("hash"), "the gateway should have passed its probe"

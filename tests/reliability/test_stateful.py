@@ -33,10 +33,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import pager
-from embedders.hashing import HashEmbedder
-from pager import InvalidInput, MemoryNotFound, PatternSpec
-from pager.types import MemoryType
+import mempager
+from mempager.embedders.hashing import HashEmbedder
+from mempager import InvalidInput, MemoryNotFound, PatternSpec
+from mempager.types import MemoryType
 
 from .conftest import HASH, assert_index_consistent, record, timed
 
@@ -73,7 +73,7 @@ class PagerMachine(RuleBasedStateMachine):
         self.dir = Path(tempfile.mkdtemp(dir=self.base))
         self.path = self.dir / "agent.duckdb"
         self.embedder = 0
-        self.pagers: dict[str, pager.Pager] = {}
+        self.pagers: dict[str, mempager.Pager] = {}
         self.model: dict[str, dict[str, tuple[str, str]]] = {a: {} for a in ACTORS}
         # Draws pick by position, so every list drawn from keeps insertion order: uris are random,
         # and sorting them would make a replayed example pick different memories.
@@ -86,7 +86,7 @@ class PagerMachine(RuleBasedStateMachine):
     @initialize()
     def open_all(self) -> None:
         for actor in ACTORS:
-            self.pagers[actor] = pager.open(self.path, actor=actor, config=HASH, embedder=EMBEDDERS[self.embedder])
+            self.pagers[actor] = mempager.open(self.path, actor=actor, config=HASH, embedder=EMBEDDERS[self.embedder])
 
     def teardown(self) -> None:
         try:
@@ -102,7 +102,7 @@ class PagerMachine(RuleBasedStateMachine):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     @property
-    def p(self) -> pager.Pager:
+    def p(self) -> mempager.Pager:
         return self.pagers[self.actor]
 
     def _fresh_or_same(self, uri: str, mtype: str, text: str) -> None:
@@ -375,7 +375,7 @@ def test_a_memory_being_embedded_is_never_invisible(tmp_path: Path) -> None:
     asks which memories are still unembedded, neither lane offers it for that query.
     """
     misses = []
-    with pager.open(tmp_path / "agent.duckdb", actor="neo", config=HASH, embedder=SameMeaning()) as p:
+    with mempager.open(tmp_path / "agent.duckdb", actor="neo", config=HASH, embedder=SameMeaning()) as p:
         rng = random.Random(0)
         for i in range(RACE_ROUNDS):
             p.remember_many([{"type": "fact", "text": f"memory {i} {j}"} for j in range(rng.randint(1, 4))])

@@ -92,12 +92,12 @@ def open_store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
     """Opens (and, called again after a close, reopens) this test's store on ``backend``."""
     opened: list[Any] = []
     if backend == "duckdb":
-        from pager.store import DuckDBStore
+        from mempager.store.duckdb import DuckDBStore
 
         def make() -> Any:
             return DuckDBStore(tmp_path / "s.duckdb")
     else:
-        from pager.pgstore import open_pg_store
+        from mempager.store.pg import open_pg_store
 
         url = request.getfixturevalue("pg_url")
 
@@ -121,7 +121,7 @@ def store(open_store: Callable[[], Any]) -> Any:
 
 
 def is_pg(store: Any) -> bool:
-    from pager.pgstore import PostgresStore
+    from mempager.store.pg import PostgresStore
 
     return isinstance(store, PostgresStore)
 

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pager.config import PagerConfig
-from pager.errors import InvalidInput, MemoryNotFound, StoreError
-from pager.salience import params_from_config, salience_score
-from pager.store import dedup_key_of
-from pager.types import MemoryType, NewMemory, Scope, Source
+from mempager.config import PagerConfig
+from mempager.errors import InvalidInput, MemoryNotFound, StoreError
+from mempager.lanes.salience import params_from_config, salience_score
+from mempager.store.duckdb import dedup_key_of
+from mempager.types import MemoryType, NewMemory, Scope, Source
 
 # PostgreSQL text cannot hold NUL; the pager rejects it in memory text, and tags must not carry it either.
 _CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")

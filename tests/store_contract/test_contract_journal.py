@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pager.audit import AuditEntry
-from pager.errors import InvalidInput, MemoryNotFound
-from pager.types import Memory, MemoryType, NewMemory
-from pager.validate import content_hash
+from mempager.store.audit import AuditEntry
+from mempager.errors import InvalidInput, MemoryNotFound
+from mempager.types import Memory, MemoryType, NewMemory
+from mempager.validate import content_hash
 
 from .conftest import is_pg, raw_sql
 
@@ -249,11 +249,11 @@ def test_review_purge(store: Any) -> None:
 
 def test_pager_forget_erases_the_review_queue(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """The pager in copilot mode on each backend: accept, forget by uri, forget by where, purge."""
-    import pager
-    from pager import PagerConfig
+    import mempager
+    from mempager import PagerConfig
 
     location = tmp_path / "agent.duckdb" if backend == "duckdb" else str(request.getfixturevalue("pg_url"))
-    with pager.open(location, actor="neo", config=PagerConfig(embedder="hash", memory_mode="copilot")) as p:
+    with mempager.open(location, actor="neo", config=PagerConfig(embedder="hash", memory_mode="copilot")) as p:
         p.remember_fact("canary-3f2b the passport is in the drawer", source="llm", confidence=0.3)
         uri = p.decide(p.review()[0].id, accept=True)
         p.remember_fact("canary-3f2b the passport is in the drawer", source="llm", confidence=0.3)

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pager.errors import DimensionMismatch, InvalidInput, NonFiniteVector
-from pager.types import MemoryType, NewMemory
+from mempager.errors import DimensionMismatch, InvalidInput, NonFiniteVector
+from mempager.types import MemoryType, NewMemory
 
 
 def put(store: Any, *texts: str, actor: str = "a") -> list[Any]:

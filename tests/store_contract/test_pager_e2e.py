@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import pager
-from pager import MemoryNotFound, PagerConfig
+import mempager
+from mempager import MemoryNotFound, PagerConfig
 
 HASH = PagerConfig(embedder="hash")
 
@@ -20,7 +20,7 @@ def location(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> st
 
 
 def test_remember_page_forget(location: str | Path) -> None:
-    with pager.open(location, actor="neo", config=HASH) as p:
+    with mempager.open(location, actor="neo", config=HASH) as p:
         p.set_identity("You are Neo's release assistant.")
         p.add_rule("Never print secrets in a reply.")
         key = p.remember_fact("The deploy key lives in vault path secret/deploy/prod (id 0xdeadbeef).")
@@ -49,7 +49,7 @@ def test_remember_page_forget(location: str | Path) -> None:
             p.get(key)
         assert p.verify_audit().ok
         assert [e.op for e in p.audit()][-1] == "forget"
-    with pager.open(location, actor="neo", config=HASH) as again:
+    with mempager.open(location, actor="neo", config=HASH) as again:
         assert again.get(tea).text == "Neo prefers green tea over coffee."
         assert [m.uri for m in again.recall("PAY-104")] == [events[4]]
         assert again.stats()["memories"] == 8

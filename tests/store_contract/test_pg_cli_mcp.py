@@ -10,8 +10,8 @@ from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-import pager
-from pager import PagerConfig
+import mempager
+from mempager import PagerConfig
 
 from ..integrations.test_mcp_server import LIMIT, _memory_session
 from .conftest import REPO, child_env
@@ -19,7 +19,7 @@ from .conftest import REPO, child_env
 
 def cli(url: str, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**child_env(), "MEMPAGER_STORE": url, "MEMPAGER_EMBEDDER": "hash"}
-    proc = subprocess.run([sys.executable, "-m", "pager.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "mempager", *args], capture_output=True, text=True,
                           env=env, cwd=str(REPO), timeout=120)
     if ok:
         assert proc.returncode == 0, proc.stderr
@@ -35,7 +35,7 @@ def test_cli_on_postgres(pg_url: str) -> None:
     page = cli(pg_url, "page", "--goal", "ship it", "--query", "deploy key", "--explain").stdout
     assert "7f3a9c2e" in page and "The user is Ana." in page and "Paging report" in page
     # what one CLI process wrote, a Python process sees, and the other way round
-    with pager.open(pg_url, actor="default", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(pg_url, actor="default", config=PagerConfig(embedder="hash")) as p:
         assert p.get(uri).text == "The deploy key id is 7f3a9c2e."
         mine = p.remember_fact("The staging cluster is called kestrel-9.")
     assert mine in cli(pg_url, "recall", "kestrel-9").stdout
@@ -54,7 +54,7 @@ def test_cli_names_a_server_that_is_down_without_the_password(tmp_path: Path) ->
 
 
 def test_mcp_server_on_postgres(pg_url: str) -> None:
-    args = ["-m", "pager.cli", "serve", "--store", pg_url, "--actor", "t", "--embedder", "hash"]
+    args = ["-m", "mempager", "serve", "--store", pg_url, "--actor", "t", "--embedder", "hash"]
     params = StdioServerParameters(command=sys.executable, args=args, env=child_env(), cwd=str(REPO))
 
     async def main() -> None:
@@ -62,5 +62,5 @@ def test_mcp_server_on_postgres(pg_url: str) -> None:
             await _memory_session(session)
 
     asyncio.run(asyncio.wait_for(main(), LIMIT))
-    with pager.open(pg_url, actor="t", config=PagerConfig(embedder="hash")) as p:
+    with mempager.open(pg_url, actor="t", config=PagerConfig(embedder="hash")) as p:
         assert p.stats()["memories"] == 8  # the server's writes are in the shared store

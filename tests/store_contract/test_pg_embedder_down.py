@@ -6,8 +6,8 @@ registered in the database (its width unknown until the first vectors) so writes
 
 from __future__ import annotations
 
-import pager
-from embedders.testing import EmbeddingServer, Reply
+import mempager
+from mempager.embedders.testing import EmbeddingServer, Reply
 
 from ..embedders.conftest import hash_server  # noqa: F401 - the fixture
 from ..pager.test_embedder_outage import (
@@ -23,7 +23,7 @@ from ..pager.test_embedder_outage import (
 
 def test_forced_embedder_down_at_open_on_postgres(pg_url: str, hash_server: EmbeddingServer) -> None:  # noqa: F811
     hash_server.break_with(Reply(status=503))  # the boot probe fails; no width is configured
-    with pager.open(pg_url, actor="neo", config=FAST, environ=gateway_env(hash_server.url)) as p:
+    with mempager.open(pg_url, actor="neo", config=FAST, environ=gateway_env(hash_server.url)) as p:
         gateway = next(c for c in p.stats()["embedder_candidates"] if c["kind"] == "gateway")
         assert gateway["status"] == "down", gateway
         uris = facts(p)

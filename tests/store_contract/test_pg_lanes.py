@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from embedders import HashEmbedder
-from pager.pgstore import open_pg_store
-from pager.pgstore.lanes import PgLexicalLane, PgSemanticLane
-from pager.types import MemoryType, NewMemory
+from mempager.embedders import HashEmbedder
+from mempager.store.pg import open_pg_store
+from mempager.store.pg.lanes import PgLexicalLane, PgSemanticLane
+from mempager.types import MemoryType, NewMemory
 
 
 class Named:

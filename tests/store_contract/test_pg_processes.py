@@ -11,12 +11,12 @@ from collections import Counter
 
 import pytest
 
-import pager
-from embedders import HashEmbedder
-from pager import MemoryNotFound, PagerConfig
-from pager.pgstore import open_pg_store
-from pager.pgstore.migrations import LATEST
-from pager.types import MemoryType, NewMemory
+import mempager
+from mempager.embedders import HashEmbedder
+from mempager import MemoryNotFound, PagerConfig
+from mempager.store.pg import open_pg_store
+from mempager.store.pg.migrations import LATEST
+from mempager.types import MemoryType, NewMemory
 
 from .conftest import PgServer, finish, line, spawn, tell
 
@@ -24,8 +24,8 @@ HASH = PagerConfig(embedder="hash")
 
 WRITER = """
 import sys
-from pager.pgstore import open_pg_store
-from pager.types import MemoryType, NewMemory
+from mempager.store.pg import open_pg_store
+from mempager.types import MemoryType, NewMemory
 url, start = sys.argv[1], int(sys.argv[2])
 store = open_pg_store(url)
 print("ready", flush=True)
@@ -59,7 +59,7 @@ def test_four_writers_overlapping_texts_dedup_exactly(pg_url: str) -> None:
 
 REMEMBERER = """
 import sys, pager
-p = pager.open(sys.argv[1], actor="neo", config=pager.PagerConfig(embedder="hash"))
+p = mempager.open(sys.argv[1], actor="neo", config=mempager.PagerConfig(embedder="hash"))
 for i in range(25):
     print(p.remember_fact(f"observation {i} mentions the token zq{i}x"), flush=True)
     sys.stdin.readline()  # the reader checks before the next write
@@ -74,7 +74,7 @@ p.close()
 def test_a_reader_in_another_process_sees_each_write_when_it_returns(pg_url: str) -> None:
     writer = spawn(REMEMBERER, pg_url)
     uris = []
-    with pager.open(pg_url, actor="neo", config=HASH) as p:
+    with mempager.open(pg_url, actor="neo", config=HASH) as p:
         for i in range(25):
             uri = line(writer)
             uris.append(uri)
@@ -99,9 +99,9 @@ def test_a_reader_in_another_process_sees_each_write_when_it_returns(pg_url: str
 
 CLIENT = """
 import sys
-from pager.errors import StoreError
-from pager.pgstore import open_pg_store
-from pager.types import MemoryType, NewMemory
+from mempager.errors import StoreError
+from mempager.store.pg import open_pg_store
+from mempager.types import MemoryType, NewMemory
 url, name = sys.argv[1], sys.argv[2]
 store = open_pg_store(url, pool_timeout_s=3)
 retries = 0
@@ -159,7 +159,7 @@ def test_server_restart_mid_run_loses_nothing_acknowledged(pg_url: str, pg_serve
 
 ALICE = """
 import sys, pager
-p = pager.open(sys.argv[1], actor="alice", config=pager.PagerConfig(embedder="hash"))
+p = mempager.open(sys.argv[1], actor="alice", config=mempager.PagerConfig(embedder="hash"))
 uri = p.remember_fact("alice's launch code is 7731-orchid")
 p.add_rule("alice never shares the launch code")
 assert p.sync(timeout=60)
@@ -170,7 +170,7 @@ p.close()
 
 def test_actor_isolation_across_processes(pg_url: str) -> None:
     secret_uri = finish(spawn(ALICE, pg_url)).strip()
-    with pager.open(pg_url, actor="bob", config=HASH) as bob:
+    with mempager.open(pg_url, actor="bob", config=HASH) as bob:
         bob.remember_fact("bob likes chess")
         assert bob.sync(timeout=60)
         assert all("alice" not in s.uri and "7731" not in s.text for s in bob.retrieve("launch code 7731-orchid"))
@@ -182,13 +182,13 @@ def test_actor_isolation_across_processes(pg_url: str) -> None:
             bob.forget(secret_uri)
         assert bob.stats()["memories"] == 1 and bob.stats()["vectors_indexed"] == 1
         assert all(e.actor == "bob" for e in bob.audit())
-    with pager.open(pg_url, actor="alice", config=HASH) as alice:
+    with mempager.open(pg_url, actor="alice", config=HASH) as alice:
         assert alice.get(secret_uri).text == "alice's launch code is 7731-orchid"  # bob's forget did nothing
 
 
 EMBEDDER = """
 import json, sys, pager
-from embedders import HashEmbedder
+from mempager.embedders import HashEmbedder
 
 class Counting(HashEmbedder):
     documents = 0
@@ -197,8 +197,8 @@ class Counting(HashEmbedder):
             Counting.documents += len(texts)
         return super().embed(texts, role)
 
-config = pager.PagerConfig(embedder="hash", embed_batch_size=8)
-p = pager.open(sys.argv[1], actor="team", config=config, embedder=Counting(64))
+config = mempager.PagerConfig(embedder="hash", embed_batch_size=8)
+p = mempager.open(sys.argv[1], actor="team", config=config, embedder=Counting(64))
 print("ready", flush=True)
 sys.stdin.readline()
 assert p.sync(timeout=120)
@@ -225,7 +225,7 @@ def test_embedding_work_is_shared_without_double_work(pg_url: str) -> None:
 
 OPENER = """
 import sys
-from pager.pgstore import open_pg_store
+from mempager.store.pg import open_pg_store
 sys.stdin.readline()
 store = open_pg_store(sys.argv[1])
 print(store.store_id, flush=True)

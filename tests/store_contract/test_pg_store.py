@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pager.errors import ConfigError, InvalidInput, SchemaTooNew, StoreError
-from pager.pgstore import PgOptions, open_pg_store
-from pager.pgstore.migrations import LATEST
-from pager.pgstore.options import password_of, scrub, split_options, typed_options
-from pager.types import MemoryType, NewMemory
+from mempager.errors import ConfigError, InvalidInput, SchemaTooNew, StoreError
+from mempager.store.pg import PgOptions, open_pg_store
+from mempager.store.pg.migrations import LATEST
+from mempager.store.pg.options import password_of, scrub, split_options, typed_options
+from mempager.types import MemoryType, NewMemory
 
 from .conftest import PgServer
 
@@ -119,7 +119,7 @@ def test_concurrent_openers_migrate_once(pg_url: str, pg_schema: str, pg_server:
 def test_batch_failing_at_commit_time_leaves_nothing(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     store = open_pg_store(pg_url)
     store.put(fact("before"))
-    from pager.pgstore.db import Db
+    from mempager.store.pg.db import Db
 
     def failing_seal(conn: Any, rows: Any) -> Any:
         conn.execute("SELECT 1/0")  # a server-side error after every row of the batch was inserted

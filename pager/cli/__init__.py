@@ -1,0 +1,1 @@
+"""The ``mempager`` command line. Faces the user; the kernel never imports it."""

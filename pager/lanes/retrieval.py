@@ -1,0 +1,282 @@
+"""Page-fault retrieval: three lanes, fusion, re-check against the store, packing; explicit recall."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from mempager.config import PagerConfig
+from mempager.errors import InvalidInput, PagerError
+from mempager.lanes.fusion import UNEMBEDDED, Cut, Fused, Packer, fuse, fuse_scores, is_current
+from mempager.paging.page import render_line
+from mempager.protocols import LexicalLaneLike, SemanticLaneLike, Store
+from mempager.lanes.salience import SalienceBreakdown, params_from_config, salience_score
+from mempager.types import Memory, MemoryType, Snippet, Source
+from mempager.validate import check_text, check_type, make_uri, parse_since, parse_time
+
+log = logging.getLogger("mempager")
+LINE_COST_CACHE = 65_536  # memory versions whose rendered line cost is remembered
+
+
+def _check_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
+
+
+class RetrievalMixin:
+    store: Store
+    actor: str
+    config: PagerConfig
+    clock: Callable[[], datetime]
+    semantic: SemanticLaneLike
+    lexical: LexicalLaneLike
+    workers: Any
+    _line_costs: dict[tuple[Any, ...], int]
+
+    def retrieve(self, query: str, k: int | None = None, *, budget: int | None = None) -> list[Snippet]:
+        """Page fault: the few memories this turn needs, fused from every lane.
+
+        ``k`` defaults to ``retrieval_top_k``, ``budget`` (tokens) to ``retrieval_budget_tokens``.
+        Each snippet costs its rendered page line (provenance prefix included).
+        """
+        if budget is not None:
+            _check_positive("budget", budget)
+        snippets, _, _ = self._retrieve(query, k, budget, exclude=frozenset(), explain=False)
+        return snippets
+
+    def _lanes(self, query: str, depth: int) -> dict[str, list[tuple[int, float]]]:
+        return self._rank(query, depth)[0]
+
+    def _rank(self, query: str, depth: int) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[int, float]]]:
+        """Each lane's ranked (label, score) list, ``depth`` deep (lanes never gate each other),
+        and each lane's score for the candidates the other lanes found."""
+        lanes: dict[str, list[tuple[int, float]]] = {}
+        completions: dict[str, dict[int, float]] = {}
+        vector = None
+        unindexed = self.config.salience_mode == "unindexed"
+        # Snapshot what the semantic lane cannot see before *and* after searching it: a memory the
+        # worker indexes meanwhile is in the first, one a re-wording pulls out is in the second,
+        # so no memory falls between the two lanes for this query.
+        before = set(self.semantic.unembedded_labels()) if unindexed else set()
+        try:
+            vector = self.semantic.embed_query(query)
+            lanes["semantic"] = self.semantic.search_vector(vector, depth)
+        except PagerError as exc:  # a failing embedder degrades retrieval, it does not stop it
+            log.warning("semantic lane skipped for this query: %s", exc)
+        semantic_labels = [label for label, _ in lanes.get("semantic", ())]
+        lanes["lexical"], completions["lexical"] = self.lexical.search_scored(query, depth, semantic_labels)
+        params = params_from_config(self.config, self.clock())
+        unembedded = before.union(self.semantic.unembedded_labels()) if unindexed \
+            else set(self.semantic.unembedded_labels())
+        only = sorted(unembedded) if unindexed else None
+        lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth, only)
+        if vector is not None:
+            seen = set(semantic_labels)
+            others = {label for name in ("lexical", "salience") for label, _ in lanes[name] if label not in seen}
+            completions["semantic"] = self.semantic.scores_for(vector, sorted(others))
+            completions[UNEMBEDDED] = dict.fromkeys(sorted(others & unembedded), 0.0)
+        return lanes, completions
+
+    def _fuse(
+        self, lanes: dict[str, list[tuple[int, float]]], completions: dict[str, dict[int, float]]
+    ) -> list[Fused]:
+        if self.config.fusion == "rrf":
+            return fuse(lanes, self.config.lane_weights, self.config.rrf_k)
+        return fuse_scores(lanes, completions, self.config.lane_weights, self.config.semantic_floor)
+
+    def _depth(self, k: int, budget: int) -> int:
+        """How deep each lane must look to fill ``k`` snippets or ``budget`` tokens."""
+        return max(self.config.lane_depth, 2 * min(k, budget // 8))
+
+    def _retrieve(
+        self, query: str, k: int | None, budget: int | None, exclude: frozenset[str], explain: bool = True,
+        *, shown: frozenset[str] = frozenset(),
+    ) -> tuple[list[Snippet], list[Cut], dict[str, int]]:
+        """``exclude``: uris in the pinned block; ``shown``: uris another page section shows.
+
+        A ``budget`` of 0 (a page whose other sections left no room) retrieves nothing but still
+        names, in the cuts, what would have come in.
+        """
+        query = check_text(query, self.config.max_text_bytes, "query")
+        k = self.config.retrieval_top_k if k is None else k
+        budget = self.config.retrieval_budget_tokens if budget is None else budget
+        _check_positive("k", k)
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise InvalidInput(f"budget must be an integer >= 0, got {budget!r}")
+        lanes, completions = self._rank(query, self._depth(k, budget))
+        fused = self._fuse(lanes, completions)
+        snippets, cuts = self._select(fused, k, budget, exclude, explain, shown=shown)
+        return snippets, cuts, {name: len(hits) for name, hits in lanes.items()}
+
+    def _select(
+        self, fused: Sequence[Fused], k: int, budget: int, exclude: frozenset[str], explain: bool = True,
+        *, shown: frozenset[str] = frozenset(),
+    ) -> tuple[list[Snippet], list[Cut]]:
+        """Re-check every hit against the store, drop what must not be shown, pack the rest.
+
+        The salience reserve holds the last places the section actually has: when the budget,
+        not ``k``, decides how many snippets fit, the packing is redone with the reserve there.
+        """
+        order = self._reserve_for_unembedded(fused, k)
+        snippets, cuts = self._pack(order, k, budget, exclude, shown, explain)
+        if len(snippets) < k:
+            again = self._reserve_for_unembedded(fused, max(len(snippets), 1))
+            if [f.label for f in again] != [f.label for f in order]:
+                snippets, cuts = self._pack(again, k, budget, exclude, shown, explain)
+        return snippets, cuts
+
+    def _pack(
+        self, fused: Sequence[Fused], k: int, budget: int, exclude: frozenset[str], shown: frozenset[str],
+        explain: bool,
+    ) -> tuple[list[Snippet], list[Cut]]:
+        """Candidates are hydrated in chunks, in fused order, only until the section is full."""
+        now = datetime.now(timezone.utc)
+        estimate = self.config.token_estimator
+        # the cheapest line there can be (shortest time, source, type and id; no text): once less
+        # room is left, no candidate can fit and the rest need not be hydrated
+        floor = estimate(render_line(datetime.min, min(Source, key=lambda s: len(s.value)).value,
+                                     make_uri(self.actor, min(MemoryType, key=lambda t: len(t.value)), "0" * 16),
+                                     "") + "\n")
+        packer = Packer(k, budget, estimate, cost=self._line_cost, floor=floor, explain=explain)
+        cuts: list[Cut] = []
+        seen: dict[str, Memory] = {}
+        done, chunk = 0, k + 8
+        while done < len(fused) and not packer.full:
+            part = fused[done : done + chunk]
+            done += len(part)
+            memories = self.store.get_many(self.actor, [f.label for f in part])
+            for item in part:
+                memory = memories.get(item.label)
+                if memory is None:
+                    cuts.append(Cut(f"label:{item.label}", "missing", "index hit not in store", item.hits))
+                elif memory.uri in exclude:
+                    cuts.append(Cut(memory.uri, "pinned", "already in the pinned block", item.hits))
+                elif memory.uri in shown:
+                    cuts.append(Cut(memory.uri, "dedup", "already shown in the procedures section", item.hits))
+                elif not is_current(memory, now):
+                    why = f"superseded by {memory.superseded_by}" if memory.superseded_by else "expired"
+                    cuts.append(Cut(memory.uri, "superseded", why, item.hits))
+                elif item.score <= 0 and self.config.fusion == "score":
+                    cuts.append(Cut(memory.uri, "below_threshold", "no lane scored it above its floor", item.hits))
+                else:
+                    seen[memory.uri] = memory
+                    packer.offer(memory, item)
+        clock = self.clock()
+        cuts += [self._blame_decay(cut, seen.get(cut.uri), clock) for cut in packer.cuts]
+        if explain and done < len(fused):  # naming what ranked too low only matters in a report
+            cuts += self._name_rest(fused[done:], len(packer.snippets) >= k, k, f"{packer.used} of {budget}")
+        return packer.snippets, cuts
+
+    def _name_rest(self, rest: Sequence[Fused], k_full: bool, k: int, used: str) -> list[Cut]:
+        """Cuts for the candidates below a full section, named without hydrating most of them."""
+        reason, detail = ("top_k", f"ranked below the {k} snippets taken") if k_full \
+            else ("budget", f"section full: {used} tokens used")
+        uris = self.store.uris(self.actor, [f.label for f in rest])
+        lonely = self.store.get_many(self.actor, [f.label for f in rest if set(f.hits) == {"salience"}])
+        clock, out = self.clock(), []
+        for f in rest:
+            if f.label not in uris:
+                out.append(Cut(f"label:{f.label}", "missing", "index hit not in store", f.hits))
+            elif f.score <= 0 and self.config.fusion == "score":
+                out.append(Cut(uris[f.label], "below_threshold", "no lane scored it above its floor", f.hits))
+            else:
+                out.append(self._blame_decay(Cut(uris[f.label], reason, detail, f.hits), lonely.get(f.label), clock))
+        return out
+
+    def _line_cost(self, memory: Memory, text: str, truncated: bool) -> int:
+        """Tokens of ``memory``'s rendered page line, its line break included.
+
+        Rendering neutralises the text character by character, which would dominate a page
+        fault; a whole line's cost is kept per memory version (a bounded map of ints: no text).
+        """
+        estimate = self.config.token_estimator
+        key = (memory.label, memory.updated_at, memory.created_at, memory.source, memory.content_hash, estimate)
+        cache: dict[tuple[Any, ...], int] | None = getattr(self, "_line_costs", None)
+        if cache is None or len(cache) >= LINE_COST_CACHE:
+            cache = self._line_costs = {}
+        cost = cache.get(key) if not truncated else None
+        if cost is None:
+            line = render_line(memory.created_at, memory.source.value, memory.uri, text, truncated)
+            cost = estimate(line + "\n")
+            if not truncated:
+                cache[key] = cost
+        return cost
+
+    def _reserve_for_unembedded(self, fused: Sequence[Fused], places: int) -> list[Fused]:
+        """Move the best salience finds up to the last ``salience_reserve`` of the first ``places``.
+
+        The salience lane only ranks what the semantic lane cannot see yet (in the default mode):
+        this is what makes a memory written a moment ago recallable before it is embedded. When
+        the semantic lane found nothing (no vectors yet, embedder down) no memory has a semantic
+        score, none is at a disadvantage, and fusion alone orders them.
+        """
+        reserve = min(self.config.salience_reserve, places)
+        if not reserve or not any("semantic" in f.hits for f in fused):
+            return list(fused)
+        head = list(fused[: places - reserve])
+        fresh = [f for f in fused[places - reserve:] if "salience" in f.hits][:reserve]
+        chosen = {f.label for f in head} | {f.label for f in fresh}
+        return head + fresh + [f for f in fused[places - reserve:] if f.label not in chosen]
+
+    def _blame_decay(self, cut: Cut, memory: Memory | None, now: datetime) -> Cut:
+        """A memory only the salience lane found, cut for room while decay had shrunk it: say so."""
+        if memory is None or set(cut.lanes) != {"salience"} or cut.reason not in ("top_k", "budget"):
+            return cut
+        half = self.config.half_life_days.get(memory.type.value, self.config.default_half_life_days)
+        age = max(0.0, (now - memory.created_at).total_seconds() / 86400.0)
+        factor = 0.5 ** (age / half)
+        if factor >= 0.5:
+            return cut
+        detail = f"{cut.detail}; recency ×{factor:.2f} (age {age:.0f} d, half-life {half:.0f} d)"
+        return Cut(cut.uri, "decay", detail, cut.lanes)
+
+    def _salience_parts(self, snippets: Sequence[Snippet]) -> dict[str, SalienceBreakdown]:
+        """The salience score of each snippet that lane found, split into its terms."""
+        labels = [s.label for s in snippets if "salience" in s.lanes]
+        if not labels:
+            return {}
+        params = params_from_config(self.config, self.clock())
+        return {m.uri: salience_score(m, params) for m in self.store.get_many(self.actor, labels).values()}
+
+    def recall(
+        self,
+        query: str | None = None,
+        types: Sequence[str | MemoryType] | None = None,
+        since: Any = None,
+        until: Any = None,
+        limit: int = 20,
+        offset: int = 0,
+        *,
+        source: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> list[Memory]:
+        """Deliberate look-up. Without a query: newest first. With one: every match of the lexical
+        query syntax (words AND'ed; ``OR``, ``NOT``/``-word``, ``"exact phrase"``, ``prefix*``,
+        parentheses), best BM25 first. Filters apply to both; results are paginated."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInput(f"offset must be an integer >= 0, got {offset!r}")
+        kinds = [check_type(t) for t in types] if types else None
+        try:
+            sources = [Source(s) for s in source] if source else None
+        except ValueError:
+            raise InvalidInput(f"source must be among {[s.value for s in Source]}, got {source!r}") from None
+        lo = parse_since(since) if since is not None else None
+        hi = parse_time(until, "until") if until is not None else None
+        if not query:
+            return self.store.query(self.actor, types=kinds, since=lo, until=hi, sources=sources,
+                                    tags=tags, limit=limit, offset=offset)
+        matches = self.lexical.match(check_text(query, self.config.max_text_bytes, "query"))
+        memories = self.store.get_many(self.actor, [label for label, _ in matches])
+        wanted_tags = set(tags or ())
+        hits = [
+            m for m in (memories.get(label) for label, _ in matches)
+            if m is not None and (kinds is None or m.type in kinds) and (sources is None or m.source in sources)
+            and (lo is None or m.created_at >= lo) and (hi is None or m.created_at < hi)
+            and wanted_tags <= set(m.tags)
+        ]
+        return hits[offset: offset + limit]
+

@@ -1,0 +1,1 @@
+"""Keeping the store and its caches right: background embedding workers, erasure (hard forget, compaction), model migration, edits."""

@@ -1,0 +1,1 @@
+"""``mempager serve``: the pager as an MCP server. Takes an opened Pager; never imports the CLI."""

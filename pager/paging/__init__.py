@@ -1,0 +1,1 @@
+"""What one turn's page is made of: the pinned block, the page and its report, token budgets, the fence."""

@@ -1,0 +1,277 @@
+"""Connection handling, error translation and row decoding shared by the DuckDB store parts."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+import duckdb
+
+from mempager.store.audit import GENESIS, AuditEntry, chain
+from mempager.store.audit import insert as insert_audit
+from mempager.errors import StoreError, StoreFull, StoreLocked
+from mempager.types import Memory, MemoryType, Scope, Source
+from mempager.validate import make_uri
+
+log = logging.getLogger("mempager.store")
+
+MEMORY_COLUMNS = (
+    "label, id, actor, scope, type, text, source, confidence, importance, strength, created_at, "
+    "updated_at, last_accessed_at, access_count, tags, metadata, content_hash, superseded_by, "
+    "valid_until"
+)
+
+
+def naive_utc(value: datetime) -> datetime:
+    """DuckDB TIMESTAMP columns hold naive UTC."""
+    if value.tzinfo is None:
+        return value
+    return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def aware(value: datetime | None) -> datetime | None:
+    return None if value is None else value.replace(tzinfo=timezone.utc)
+
+
+def row_to_memory(row: tuple[Any, ...]) -> Memory:
+    (label, mid, actor, scope, type_, text, source, confidence, importance, strength, created,
+     updated, accessed, access_count, tags, metadata, chash, superseded, valid_until) = row
+    mtype = MemoryType(type_)
+    return Memory(
+        label=int(label),
+        id=mid,
+        uri=make_uri(actor, mtype, mid),
+        actor=actor,
+        scope=Scope(scope),
+        type=mtype,
+        text=text,
+        source=Source(source),
+        confidence=float(confidence),
+        importance=float(importance),
+        strength=float(strength),
+        created_at=created.replace(tzinfo=timezone.utc),
+        updated_at=updated.replace(tzinfo=timezone.utc),
+        last_accessed_at=accessed.replace(tzinfo=timezone.utc),
+        access_count=int(access_count),
+        tags=tuple(tags or ()),
+        metadata=json.loads(metadata),
+        content_hash=chash,
+        superseded_by=superseded,
+        valid_until=aware(valid_until),
+    )
+
+
+def translate(exc: Exception, location: str) -> StoreError:
+    """One place where DuckDB's errors become ours."""
+    text = str(exc)
+    if "Could not set lock" in text or "Conflicting lock" in text:
+        return StoreLocked(
+            f"{location} is open for writing in another process ({text.split('held in')[-1].strip()}); "
+            "close that process (or its Pager) first, or give this one its own store file"
+        )
+    no_space = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+    markers = ("No space left on device", "ENOSPC", "File too large", "Disk quota exceeded")
+    if no_space or any(m in text for m in markers):
+        return StoreFull(
+            f"the disk under {location} is full; free space and retry the write. "
+            "Every write acknowledged before this one is kept"
+        )
+    return StoreError(f"store {location} failed: {text}")
+
+
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Gate:
+    """Many SQL readers at once, or one compaction swapping the file under them."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._exclusive = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive or self._readers:
+                self._cond.wait()
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class DuckBase:
+    """Owns the DuckDB database object; one cursor per thread; writes serialised by one lock."""
+
+    def __init__(self, path: str, read_only: bool = False) -> None:
+        self._path = path
+        self._read_only = read_only
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._gate = _Gate()
+        self._generation = 0  # bumped when compaction reopens the file; stale cursors are replaced
+        self._closed = False
+        self._audit_tail: tuple[int, str] = (0, GENESIS)
+        self._audit_pending: list[AuditEntry] = []
+        self._audit_listeners: list[Callable[[AuditEntry], None]] = []
+        try:
+            self._db = duckdb.connect(path, read_only=read_only)
+        except duckdb.Error as exc:
+            raise translate(exc, path) from exc
+
+    @property
+    def location(self) -> str:
+        return self._path
+
+    def _con(self) -> Any:
+        if self._closed:
+            raise StoreError(f"store {self._path} is closed; open it again with mempager.open()")
+        held = getattr(self._local, "con", None)
+        if held is None or held[0] != self._generation:
+            held = (self._generation, self._db.cursor())
+            self._local.con = held
+        return held[1]
+
+    def _fetch(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        with self._gate.shared():
+            try:
+                return self._con().execute(sql, params or []).fetchall()  # type: ignore[no-any-return]
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc
+
+    def compact(self) -> None:
+        """Rewrite the database file from its live rows, so nothing deleted survives in it.
+
+        DuckDB leaves deleted rows' bytes in freed blocks; copying the live database into a new
+        file and swapping it in (atomically, fsynced) is the only way to really erase them.
+        """
+        with self._write_lock, self._gate.exclusive():
+            target = self._path + ".compact"
+            for leftover in (target, target + ".wal"):
+                if os.path.exists(leftover):
+                    os.remove(leftover)
+            con = self._con()
+            try:
+                con.execute("CHECKPOINT")
+                name = con.execute("SELECT current_database()").fetchone()[0]
+                con.execute(f"ATTACH '{target}' AS mempager_compact")
+                con.execute(f'COPY FROM DATABASE "{name}" TO mempager_compact')
+                con.execute("DETACH mempager_compact")
+                self._db.close()
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc
+            _fsync_file(target)
+            os.replace(target, self._path)
+            if os.path.exists(self._path + ".wal"):
+                os.remove(self._path + ".wal")
+            _fsync_dir(os.path.dirname(os.path.abspath(self._path)))
+            try:
+                self._db = duckdb.connect(self._path, read_only=self._read_only)
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc
+            self._generation += 1
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        """A write transaction; rolls back and re-raises the original error untouched."""
+        with self._write_lock, self._gate.shared():
+            con = self._con()
+            try:
+                con.execute("BEGIN TRANSACTION")
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc
+            try:
+                yield con
+            except BaseException as exc:
+                self._audit_pending.clear()
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error as rollback_exc:
+                    raise translate(rollback_exc, self._path) from exc
+                if isinstance(exc, duckdb.Error):
+                    raise translate(exc, self._path) from exc
+                raise
+            try:
+                con.execute("COMMIT")
+            except duckdb.Error as exc:
+                self._audit_pending.clear()
+                raise translate(exc, self._path) from exc
+            self._publish_audit()
+
+    def _audit(self, con: Any, rows: Sequence[tuple[str, str, str, str]]) -> None:
+        """Append (actor, op, uri, content_hash) entries inside the current transaction."""
+        last = self._audit_pending[-1] if self._audit_pending else None
+        tail = (last.seq, last.hash) if last else self._audit_tail
+        entries = chain(tail, datetime.now(timezone.utc), rows)
+        insert_audit(con, entries)
+        self._audit_pending.extend(entries)
+
+    def _publish_audit(self) -> None:
+        entries, self._audit_pending = self._audit_pending, []
+        if not entries:
+            return
+        self._audit_tail = (entries[-1].seq, entries[-1].hash)
+        for listener in list(self._audit_listeners):
+            for entry in entries:
+                try:
+                    listener(entry)
+                except Exception:  # noqa: BLE001 - the write is durable; a broken listener must not undo it
+                    log.exception("on_audit_event listener failed for audit entry %d", entry.seq)
+
+    def add_audit_listener(self, listener: Callable[[AuditEntry], None]) -> None:
+        self._audit_listeners.append(listener)
+
+    def remove_audit_listener(self, listener: Callable[[AuditEntry], None]) -> None:
+        if listener in self._audit_listeners:
+            self._audit_listeners.remove(listener)
+
+    def _load_audit_tail(self) -> None:
+        rows = self._fetch("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")
+        self._audit_tail = (int(rows[0][0]), rows[0][1]) if rows else (0, GENESIS)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        with self._write_lock:
+            self._closed = True
+            try:
+                self._db.close()
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc

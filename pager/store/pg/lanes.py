@@ -1,0 +1,167 @@
+"""The pager's lanes over a PostgreSQL store, for many processes sharing one memory.
+
+* Semantic: pgvector in the database. Nothing is held in the process, so a vector another
+  process stored is searchable the moment its transaction commits (numbers that chose this over
+  a per-process hnswlib index: benchmarks/results/postgres.md).
+* Lexical: our BM25 (``index.lexical``), built from the database at open and caught up before
+  every search by following the audit trail: audit ``seq`` order is commit order, so "every entry
+  of this actor after the last one I applied" never misses a write, re-wording or forget, whoever
+  made it. PostgreSQL full-text search lost to it on LoCoMo (same results file).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from mempager.errors import EmbedderError
+from mempager.procedural.patterns import text_for_index
+from mempager.protocols import Embedder
+from mempager.types import FloatMatrix, LabelArray, Memory
+
+log = logging.getLogger("mempager.pgstore")
+
+class PgSemanticLane:
+    """SemanticLaneLike answered by the store's pgvector index; add/remove/track have nothing to keep."""
+
+    def __init__(self, store: Any, actor: str, embedder: Embedder) -> None:
+        self.store = store
+        self.actor = actor
+        self.embedder = embedder
+        self.lock = threading.RLock()
+        self.opened_how = "new"
+        self.added_since_save = 0
+
+    @property
+    def model(self) -> str:
+        return self.embedder.name
+
+    def open(self) -> str:
+        try:
+            dim: int | None = int(self.embedder.dim)
+        except EmbedderError as exc:  # a forced embedder that is down: its width comes with its first vectors
+            log.info("semantic lane of %s/%s waits for its embedder: %s", self.actor, self.model, exc)
+            dim = None
+        self.store.ensure_model(self.model, dim)  # registered either way, so writes queue for it
+        count, _ = self.store.vector_state(self.actor, self.model)
+        self.opened_how = f"pgvector: {count} vectors of {self.model} in {self.store.location}"
+        return self.opened_how
+
+    def save(self) -> None:
+        """Nothing to save: the index lives in the database."""
+
+    def purge(self) -> None:
+        """Nothing held here; ``store.compact()`` rewrites the vector table and its index."""
+
+    def add(self, labels: LabelArray, vectors: FloatMatrix, content_hashes: Sequence[str] = ()) -> None:
+        """``put_vectors`` already stored and indexed them."""
+        self.added_since_save += len(labels)
+
+    def remove(self, labels: Iterable[int]) -> None:
+        """Deleting a memory deletes its vectors (ON DELETE CASCADE)."""
+
+    def track(self, upserted: Iterable[Any], removed: Iterable[int]) -> None:
+        """The embedding queue in the database already knows what is unembedded."""
+
+    def unembedded_labels(self) -> list[int]:
+        labels: list[int] = self.store.queued_labels(self.actor, self.model)
+        return labels
+
+    def embed_query(self, query: str) -> FloatMatrix:
+        return np.asarray(self.embedder.embed([query], role="query")[0], dtype=np.float32)
+
+    def search(self, query: str, k: int) -> list[tuple[int, float]]:
+        return self.search_vector(self.embed_query(query), k)
+
+    def search_vector(self, vector: FloatMatrix, k: int) -> list[tuple[int, float]]:
+        hits: list[tuple[int, float]] = self.store.search_vectors(self.actor, self.model, vector, k)
+        return hits
+
+    def scores_for(self, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]:
+        scores: dict[int, float] = self.store.vector_scores(self.actor, self.model, vector, labels)
+        return scores
+
+    def __contains__(self, label: object) -> bool:
+        if not isinstance(label, (int, np.integer)):
+            return False
+        return bool(self.store.has_vector(self.actor, self.model, int(label)))
+
+    def __len__(self) -> int:
+        return int(self.store.vector_state(self.actor, self.model)[0])
+
+
+class PgLexicalLane:
+    """LexicalLaneLike: BM25 in this process, fed from the database (own and others' writes alike)."""
+
+    def __init__(self, store: Any, actor: str) -> None:
+        from mempager.index.lexical import LexicalIndex  # lazily: `import mempager` stays light
+
+        self._make = LexicalIndex
+        self.store = store
+        self.actor = actor
+        self.index: Any = LexicalIndex()
+        self.lock = threading.RLock()
+        self.seq = 0  # the last audit entry of this actor the index reflects
+        self.opened_how = "new"
+
+    def open(self) -> str:
+        return self.rebuild("opened")
+
+    def rebuild(self, why: str) -> str:
+        """A fresh index from the actor's memories, and the audit position it is current to."""
+        with self.lock:
+            seq, texts = self.store.texts_at(self.actor)
+            index = self._make()
+            if texts:
+                index.add([label for label, _ in texts], [text_for_index(t) for _, t in texts])
+            self.index, self.seq = index, seq
+            self.opened_how = f"rebuilt ({why}): {len(texts)} documents from {self.store.location}"
+            return self.opened_how
+
+    def catch_up(self) -> int:
+        """Apply every change to this actor committed since the last call; returns how many."""
+        with self.lock:
+            found = self.store.text_changes(self.actor, self.seq)
+            if not found:
+                return 0
+            latest: dict[int, str | None] = {}
+            for _, label, text in found:
+                latest[int(label)] = text  # the row as it is now; None once it is deleted
+            upserts = [(label, text) for label, text in latest.items() if text is not None]
+            if upserts:
+                self.index.add([label for label, _ in upserts], [text_for_index(t) for _, t in upserts])
+            gone = [label for label, text in latest.items() if text is None]
+            if gone:
+                self.index.remove(gone)
+            self.seq = int(found[-1][0])
+            return len(latest)
+
+    def save(self) -> None:
+        """Nothing to save: the next process builds its index from the database."""
+
+    def apply(self, upserted: Sequence[Memory], removed: Sequence[int]) -> None:
+        """Changes arrive through the audit trail at the next search, whoever made them."""
+
+    def search_scored(
+        self, query: str, k: int, also: Sequence[int]
+    ) -> tuple[list[tuple[int, float]], dict[int, float]]:
+        self.catch_up()
+        top, extra = self.index.search_scored(query, k, also)
+        return list(top), dict(extra)
+
+    def search(self, query: str, k: int) -> list[tuple[int, float]]:
+        self.catch_up()
+        result: list[tuple[int, float]] = self.index.search(query, k)
+        return result
+
+    def match(self, query: str) -> list[tuple[int, float]]:
+        self.catch_up()
+        result: list[tuple[int, float]] = self.index.match(query)
+        return result
+
+    def __len__(self) -> int:
+        return len(self.index)

@@ -1,0 +1,189 @@
+"""Reads: point look-ups, filtered listings, and the salience score computed in SQL.
+
+Every query names the actor in its WHERE clause; nothing here can return another actor's row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from mempager.errors import InvalidInput
+from mempager.protocols import SalienceParams
+from mempager.types import LabelArray, Memory, MemoryType, Source
+from mempager.validate import make_uri
+from mempager.store.pg.db import Db
+from mempager.store.pg.rows import MEMORY_COLUMNS, row_to_memory, utc
+
+_ORDERS = {
+    "newest": "created_at DESC, label DESC",
+    "oldest": "created_at ASC, label ASC",
+    "strongest": "strength DESC, confidence DESC, created_at DESC, label DESC",
+}
+# pager.salience in SQL; every operand is float8 so the arithmetic matches Python's bit for bit.
+_SALIENCE = """
+SELECT label, %(w_recency)s::float8 * power(0.5::float8,
+        greatest(0::float8, extract(epoch FROM (%(now)s::timestamptz - created_at))::float8)
+        / 86400.0::float8 / (CASE type {half} ELSE %(default_half)s::float8 END))
+    + %(w_importance)s::float8 * importance + %(w_strength)s::float8 * strength * confidence
+    + %(w_access)s::float8 * access_count::float8 / (access_count::float8 + 5.0::float8) AS score
+FROM memories
+WHERE actor = %(actor)s AND type = ANY(%(types)s) AND superseded_by IS NULL
+    AND (valid_until IS NULL OR valid_until > %(now)s::timestamptz) {only}
+ORDER BY score DESC, label DESC LIMIT %(limit)s
+"""
+
+
+# Text-changing audit entries carry the memory's label; reinforcements do not change the text.
+_TEXT_CHANGES = """
+SELECT a.seq, a.label, m.text FROM audit a LEFT JOIN memories m ON m.label = a.label AND m.actor = a.actor
+WHERE a.actor = %s AND a.seq > %s AND a.label IS NOT NULL AND a.op <> 'reinforce' ORDER BY a.seq
+"""
+
+
+class ReadsMixin:
+    _db: Db
+
+    def get(self, actor: str, memory_id: str) -> Memory | None:
+        rows = self._db.rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND id = %s",
+                             [actor, memory_id])
+        return row_to_memory(rows[0]) if rows else None
+
+    def get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
+        if not len(labels):
+            return {}
+        rows = self._db.rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND label = ANY(%s)",
+                             [actor, [int(x) for x in labels]])
+        return {int(r[0]): row_to_memory(r) for r in rows}
+
+    def uris(self, actor: str, labels: Sequence[int]) -> dict[int, str]:
+        if not len(labels):
+            return {}
+        rows = self._db.rows("SELECT label, type, id FROM memories WHERE actor = %s AND label = ANY(%s)",
+                             [actor, [int(x) for x in labels]])
+        return {int(label): make_uri(actor, MemoryType(t), mid) for label, t, mid in rows}
+
+    def find(self, actor: str, type_: MemoryType, dedup_key: str) -> Memory | None:
+        rows = self._db.rows(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND type = %s AND dedup_key = %s",
+            [actor, type_.value, dedup_key],
+        )
+        return row_to_memory(rows[0]) if rows else None
+
+    def query(
+        self,
+        actor: str,
+        *,
+        types: Sequence[MemoryType] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        sources: Sequence[Source] | None = None,
+        tags: Sequence[str] | None = None,
+        labels: Sequence[int] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        order: str = "newest",
+    ) -> list[Memory]:
+        if order not in _ORDERS:
+            raise InvalidInput(f"order must be one of {sorted(_ORDERS)}, got {order!r}")
+        where: list[str] = ["actor = %s"]
+        params: list[Any] = [actor]
+        filters: list[tuple[bool, str, Any]] = [
+            (bool(types), "type = ANY(%s)", [t.value for t in types or ()]),
+            (since is not None, "created_at >= %s", since and utc(since)),
+            (until is not None, "created_at < %s", until and utc(until)),
+            (bool(sources), "source = ANY(%s)", [s.value for s in sources or ()]),
+            (bool(tags), "tags @> %s::text[]", list(tags or ())),
+            (labels is not None, "label = ANY(%s)", [int(x) for x in labels or ()]),
+        ]
+        for wanted, clause, value in filters:
+            if wanted:
+                where.append(clause)
+                params.append(value)
+        rows = self._db.rows(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
+            f"ORDER BY {_ORDERS[order]} LIMIT %s OFFSET %s",
+            [*params, int(limit), int(offset)],
+        )
+        return [row_to_memory(r) for r in rows]
+
+    def salience(
+        self,
+        actor: str,
+        types: Sequence[MemoryType],
+        params: SalienceParams,
+        limit: int,
+        only: Sequence[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """The salience score of ``pager.salience`` over current memories (or just ``only``), best first."""
+        if only is not None and not len(only):
+            return []
+        half = " ".join(f"WHEN '{t.value}' THEN %(half_{t.value})s::float8" for t in MemoryType)
+        values: dict[str, Any] = {
+            "w_recency": params.w_recency, "w_importance": params.w_importance, "w_strength": params.w_strength,
+            "w_access": params.w_access, "now": utc(params.now), "actor": actor,
+            "types": [t.value for t in types], "default_half": params.default_half_life_days,
+            "limit": int(limit), "only": [int(x) for x in only or ()],
+        }
+        for t in MemoryType:
+            values[f"half_{t.value}"] = float(params.half_life_days.get(t, params.default_half_life_days))
+        query = _SALIENCE.format(half=half, only="AND label = ANY(%(only)s)" if only is not None else "")
+        return [(int(label), float(score)) for label, score in self._db.rows(query, values)]
+
+    def of_types(
+        self, actor: str, types: Sequence[MemoryType], order: str = "newest", limit: int = 1_000_000
+    ) -> list[Memory]:
+        """The actor's memories of ``types``, newest (or oldest) first."""
+        if order not in ("newest", "oldest"):
+            raise InvalidInput(f"order must be 'newest' or 'oldest', got {order!r}")
+        if not types:
+            return []
+        return self.query(actor, types=list(types), limit=limit, order=order)
+
+    def live_labels(self, actor: str) -> LabelArray:
+        rows = self._db.rows("SELECT label FROM memories WHERE actor = %s ORDER BY label", [actor])
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def content_hashes(self, actor: str) -> dict[int, str]:
+        rows = self._db.rows("SELECT label, content_hash FROM memories WHERE actor = %s", [actor])
+        return {int(label): chash for label, chash in rows}
+
+    def texts_since(self, actor: str, rev: int) -> tuple[list[int], list[str]]:
+        """(labels, texts) of the actor's memories written or re-worded after revision ``rev``."""
+        rows = self._db.rows(
+            "SELECT label, text FROM memories WHERE actor = %s AND rev > %s ORDER BY label", [actor, int(rev)]
+        )
+        return [int(r[0]) for r in rows], [r[1] for r in rows]
+
+    def max_rev(self, actor: str) -> int:
+        return int(self._db.rows("SELECT coalesce(max(rev), 0) FROM memories WHERE actor = %s", [actor])[0][0])
+
+    def counts(self, actor: str) -> dict[str, int]:
+        rows = self._db.rows(
+            "SELECT type, count(*) FROM memories WHERE actor = %s GROUP BY type ORDER BY type", [actor]
+        )
+        return {t: int(c) for t, c in rows}
+
+    def actors(self) -> list[str]:
+        return [r[0] for r in self._db.rows("SELECT DISTINCT actor FROM memories ORDER BY actor")]
+
+    # -- the change feed other processes follow ---------------------------------------------
+    def texts_at(self, actor: str) -> tuple[int, list[tuple[int, str]]]:
+        """The actor's (label, text) rows and the audit position they reflect, read in one snapshot."""
+        def load(conn: Any) -> tuple[int, list[tuple[int, str]]]:
+            seq = conn.execute("SELECT coalesce(max(seq), 0) FROM audit WHERE actor = %s", [actor]).fetchone()[0]
+            rows = conn.execute("SELECT label, text FROM memories WHERE actor = %s ORDER BY label", [actor]).fetchall()
+            return int(seq), [(int(label), text) for label, text in rows]
+
+        return self._db.snapshot(load)
+
+    def text_changes(self, actor: str, seq: int) -> list[tuple[int, int, str | None]]:
+        """(audit seq, label, text now or None once deleted) of every text change after ``seq``.
+
+        Audit ``seq`` order is commit order (appends are serialised until commit), so the entries
+        after the last one a reader applied are exactly what it has not seen, whoever wrote them.
+        """
+        return [(int(s), int(label), text) for s, label, text in self._db.rows(_TEXT_CHANGES, [actor, int(seq)])]

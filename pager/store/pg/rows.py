@@ -1,0 +1,41 @@
+"""Row decoding and the column list shared by every query that returns memories."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from mempager.types import Memory, MemoryType, Scope, Source
+from mempager.validate import make_uri
+
+MEMORY_COLUMNS = (
+    "label, id, actor, scope, type, text, source, confidence, importance, strength, created_at, "
+    "updated_at, last_accessed_at, access_count, tags, metadata, content_hash, superseded_by, valid_until"
+)
+
+
+def utc(value: datetime) -> datetime:
+    """Aware UTC; a naive value is taken to be UTC already (as the DuckDB store does)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def maybe_utc(value: datetime | None) -> datetime | None:
+    return None if value is None else utc(value)
+
+
+def row_to_memory(row: Sequence[Any]) -> Memory:
+    (label, mid, actor, scope, type_, text, source, confidence, importance, strength, created,
+     updated, accessed, access_count, tags, metadata, chash, superseded, valid_until) = row[:19]
+    mtype = MemoryType(type_)
+    return Memory(
+        label=int(label), id=mid, uri=make_uri(actor, mtype, mid), actor=actor, scope=Scope(scope), type=mtype,
+        text=text, source=Source(source), confidence=float(confidence), importance=float(importance),
+        strength=float(strength), created_at=utc(created), updated_at=utc(updated),
+        last_accessed_at=utc(accessed), access_count=int(access_count), tags=tuple(tags or ()),
+        metadata=json.loads(metadata), content_hash=chash, superseded_by=superseded,
+        valid_until=maybe_utc(valid_until),
+    )

@@ -1,0 +1,168 @@
+"""Vectors per memory per model, and the pending-embedding queue derived from them.
+
+A memory is *pending* for a model when it has no vector of that model whose content hash
+matches its text. The queue is therefore never out of step with the memories: a crash between
+a write and its embedding simply leaves the memory pending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from mempager.errors import DimensionMismatch, InvalidInput, NonFiniteVector
+from mempager.protocols import PendingItem, PendingStats
+from mempager.store.base import aware, naive_utc
+from mempager.types import FloatMatrix, LabelArray, as_labels
+
+_PENDING = (
+    "FROM memories m LEFT JOIN vectors v ON v.label = m.label AND v.model = ? "
+    "AND v.content_hash = m.content_hash "
+    "LEFT JOIN embed_failures f ON f.label = m.label AND f.model = ? "
+    "WHERE m.actor = ? AND v.label IS NULL"
+)
+
+
+class VectorsMixin:
+    _fetch: Any
+    _tx: Any
+    _audit: Any
+
+    def put_vectors(
+        self, model: str, labels: LabelArray, vectors: FloatMatrix, content_hashes: Sequence[str]
+    ) -> LabelArray:
+        """Store vectors for memories whose text is still the text that was embedded.
+
+        Returns the labels actually stored: a memory deleted or re-worded while it was being
+        embedded is skipped (its vector would describe text that no longer exists).
+        """
+        labels = as_labels(labels)
+        if len(content_hashes) != len(labels):
+            raise InvalidInput(f"{len(labels)} labels but {len(content_hashes)} content hashes; pass one per label")
+        vectors = np.asarray(vectors)
+        if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != len(labels):
+            raise DimensionMismatch(
+                f"expected float32 ({len(labels)}, dim) vectors, got {vectors.dtype} {vectors.shape}"
+            )
+        if not np.isfinite(vectors).all():
+            raise NonFiniteVector(f"refusing to store non-finite vectors for model {model!r}")
+        if len(labels) == 0:
+            return np.zeros(0, dtype=np.int64)
+        dim = int(vectors.shape[1])
+        blobs = np.empty(len(labels), dtype=object)
+        for i, row in enumerate(vectors):
+            blobs[i] = np.ascontiguousarray(row).tobytes()
+        batch = {  # noqa: F841 - read by DuckDB's replacement scan
+            "label": np.asarray(labels, dtype=np.int64),
+            "content_hash": np.array(list(content_hashes), dtype=object),
+            "vec": blobs,
+        }
+        with self._tx() as con:
+            existing_dim = con.execute(
+                "SELECT any_value(dim) FROM vectors WHERE model = ?", [model]
+            ).fetchone()[0]
+            if existing_dim is not None and int(existing_dim) != dim:
+                raise DimensionMismatch(
+                    f"model {model!r} has {existing_dim}-d vectors in this store, got {dim}-d; "
+                    "a model whose dimension changed needs a new versioned name"
+                )
+            rows = con.execute(
+                "INSERT OR REPLACE INTO vectors (label, model, dim, content_hash, vec, seq) "
+                "SELECT b.label, ?, ?, b.content_hash, b.vec, nextval('vector_seq') FROM batch b "
+                "JOIN memories m ON m.label = b.label AND m.content_hash = b.content_hash "
+                "RETURNING label",
+                [model, dim],
+            ).fetchall()
+            stored = np.array(sorted(int(r[0]) for r in rows), dtype=np.int64)
+            if len(stored):
+                con.execute(
+                    "DELETE FROM embed_failures WHERE model = ? AND label IN (SELECT unnest(?))",
+                    [model, stored.tolist()],
+                )
+        return stored
+
+    def vectors(self, actor: str, model: str) -> tuple[LabelArray, FloatMatrix]:
+        return self._vectors_where(actor, model, "", [])
+
+    def vectors_since(self, actor: str, model: str, seq: int) -> tuple[LabelArray, FloatMatrix]:
+        """Vectors written after sequence ``seq`` (catch-up of a saved index)."""
+        return self._vectors_where(actor, model, "AND v.seq > ?", [int(seq)])
+
+    def _vectors_where(
+        self, actor: str, model: str, extra: str, params: list[Any]
+    ) -> tuple[LabelArray, FloatMatrix]:
+        rows = self._fetch(
+            "SELECT v.label, v.dim, v.vec FROM vectors v JOIN memories m ON m.label = v.label "
+            f"WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash {extra} "
+            "ORDER BY v.label",
+            [actor, model, *params],
+        )
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        dim = int(rows[0][1])
+        labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+        return labels, matrix.copy()
+
+    def vector_state(self, actor: str, model: str) -> tuple[int, int]:
+        """(count, max sequence) of this actor's current vectors of ``model``."""
+        row = self._fetch(
+            "SELECT count(*), coalesce(max(v.seq), 0) FROM vectors v JOIN memories m"
+            " ON m.label = v.label WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash",
+            [actor, model],
+        )[0]
+        return int(row[0]), int(row[1])
+
+    def vector_labels(self, actor: str, model: str) -> LabelArray:
+        rows = self._fetch(
+            "SELECT v.label FROM vectors v JOIN memories m ON m.label = v.label "
+            "WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash ORDER BY v.label",
+            [actor, model],
+        )
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def vector_models(self, actor: str) -> dict[str, int]:
+        rows = self._fetch(
+            "SELECT v.model, count(*) FROM vectors v JOIN memories m ON m.label = v.label "
+            "WHERE m.actor = ? GROUP BY v.model ORDER BY v.model",
+            [actor],
+        )
+        return {m: int(c) for m, c in rows}
+
+    def drop_vectors(self, actor: str, model: str) -> int:
+        with self._tx() as con:
+            rows = con.execute(
+                "DELETE FROM vectors WHERE model = ? AND label IN "
+                "(SELECT label FROM memories WHERE actor = ?) RETURNING label",
+                [model, actor],
+            ).fetchall()
+            self._audit(con, [(actor, "migration", f"model:{model}", f"dropped:{len(rows)}")])
+        return len(rows)
+
+    def pending(self, actor: str, model: str, limit: int) -> list[PendingItem]:
+        rows = self._fetch(
+            "SELECT m.label, m.actor, m.text, m.content_hash, coalesce(f.attempts, 0), f.last_error "
+            f"{_PENDING} ORDER BY coalesce(f.attempts, 0), m.label LIMIT ?",
+            [model, model, actor, int(limit)],
+        )
+        return [PendingItem(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5]) for r in rows]
+
+    def pending_stats(self, actor: str, model: str) -> PendingStats:
+        row = self._fetch(
+            f"SELECT count(*), min(m.written_at), count(f.label) {_PENDING}", [model, model, actor]
+        )[0]
+        return PendingStats(count=int(row[0]), oldest_created_at=aware(row[1]), failing=int(row[2]))
+
+    def record_embed_failure(self, model: str, labels: Sequence[int], error: str) -> None:
+        now = naive_utc(datetime.now(timezone.utc))
+        with self._tx() as con:
+            con.execute(
+                "INSERT INTO embed_failures (label, model, attempts, last_error, last_at) "
+                "SELECT unnest(?), ?, 1, ?, ? "
+                "ON CONFLICT (label, model) DO UPDATE SET attempts = embed_failures.attempts + 1,"
+                " last_error = excluded.last_error, last_at = excluded.last_at",
+                [[int(x) for x in labels], model, error[:2000], now],
+            )

@@ -1,0 +1,1 @@
+"""Writing memories: validation, the encoding gate and the typed write-back calls."""

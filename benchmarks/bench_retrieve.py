@@ -221,13 +221,13 @@ def lane_inputs(p: Any, questions: list[str], qvecs: np.ndarray, depth: int, mod
         others = sorted({label for name in ("lexical", "salience") for label, _ in lanes[name] if label not in seen})
         completions = {"lexical": lex_extra, "semantic": p.semantic.scores_for(v, others)}
         out.append({"sem": sem, "others": others, "lanes": lanes, "completions": completions, "params": params,
-                    "only": only, "fused": p._fuse(lanes, completions)})
+                    "only": only, "fused": p.retriever.fuse(lanes, completions)})
     return out
 
 
 def pager_ops(p: Any, questions: list[str], qvecs: np.ndarray) -> dict[str, Op]:
     k, budget = p.config.retrieval_top_k, p.config.retrieval_budget_tokens
-    depth = p._depth(k, budget)
+    depth = p.retriever.depth(k, budget)
     default = lane_inputs(p, questions, qvecs, depth, "unindexed")
     everything = lane_inputs(p, questions, qvecs, depth, "all")
     types = p.config.salience_types
@@ -252,9 +252,9 @@ def pager_ops(p: Any, questions: list[str], qvecs: np.ndarray) -> dict[str, Op]:
         "salience_all": lambda i: p.store.salience(ACTOR, types, everything[i]["params"], depth, None),
         "completion": lambda i: p.semantic.scores_for(qvecs[i], default[i]["others"]),
         "completion_all": lambda i: p.semantic.scores_for(qvecs[i], everything[i]["others"]),
-        "fuse": lambda i: p._fuse(default[i]["lanes"], default[i]["completions"]),
-        "select": lambda i: p._select(default[i]["fused"], k, budget, frozenset()),
-        "select_all": lambda i: p._select(everything[i]["fused"], k, budget, frozenset()),
+        "fuse": lambda i: p.retriever.fuse(default[i]["lanes"], default[i]["completions"]),
+        "select": lambda i: p.retriever.select(default[i]["fused"], k, budget, frozenset()),
+        "select_all": lambda i: p.retriever.select(everything[i]["fused"], k, budget, frozenset()),
         "retrieve": lambda i: p.retrieve(questions[i]),
         "retrieve_salience_all": retrieve_all,
     }

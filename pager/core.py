@@ -1,63 +1,64 @@
-"""The Pager: pins, page-faults, writes back. It owns no data; the store does."""
+"""The Pager: pins, page-faults, writes back. It owns no data; the store does.
+
+``Pager`` is a facade over explicit collaborators, each built with only the store, lanes and
+config it needs (see ``Pager.__init__`` for the wiring):
+
+    Writer          writing/writeback.py      remember*, record_outcome, identity/goal/rules/constraints
+    Editor          writing/edits.py          update
+    Retriever       lanes/retrieval.py        retrieve, recall, get
+    PageAssembler   paging/assemble.py        pinned, page
+    Procedures      procedural/procedures.py  patterns, ranking, feedback, sweep
+    ReviewQueue     procedural/review.py      review, decide
+    Eraser          maintenance/erasure.py    forget, compact
+    ModelMigration  maintenance/migration.py  reembed, finalize_migration
+    EmbedWorkers    maintenance/workers.py    background embedding
+
+The public methods stay here and delegate; this module also owns the lifecycle (open the
+lanes, listen to the store, close and save) and ``stats``.
+"""
 
 from __future__ import annotations
 
 import logging
-import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mempager.store.audit import AuditEntry
+from mempager.clock import Clock
 from mempager.config import PagerConfig
-from mempager.paging.fence import neutralize
-from mempager.lanes.fusion import Cut, is_current
 from mempager.lanes.lexical import LexicalLane
-from mempager.maintenance.erasure import MaintenanceMixin
-from mempager.paging.page import (
-    AVOID_HEADER,
-    FENCE_TOKENS,
-    MENU_HEADER,
-    PROVEN_HEADER,
-    Page,
-    PageReport,
-    SectionTotal,
-    avoid_line,
-    render_pattern,
-    snippet_report,
-)
-from mempager.procedural.patterns import Pattern
-from mempager.paging.pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
-from mempager.procedural.procedures import ProceduralMixin
-from mempager.protocols import Embedder, LexicalLaneLike, SemanticLaneLike
+from mempager.lanes.retrieval import Retriever
 from mempager.lanes.semantic import SemanticLane, slug
-from mempager.store.duckdb import DuckDBStore
-from mempager.store.base import translate
-from mempager.types import Memory, MemoryType, PutResult
-from mempager.validate import check_actor, check_text, normalize
+from mempager.maintenance.erasure import Eraser
+from mempager.maintenance.migration import ModelMigration
 from mempager.maintenance.workers import EmbedWorkers
-from mempager.writing.writeback import WriteBack
+from mempager.paging.assemble import PageAssembler
+from mempager.paging.page import Page
+from mempager.paging.pinned import PinnedBlock
+from mempager.procedural.patterns import Pattern, PatternSpec
+from mempager.procedural.procedures import Procedures
+from mempager.procedural.review import ReviewQueue
+from mempager.protocols import Embedder, LexicalLaneLike, SemanticLaneLike, Store
+from mempager.store.audit import AuditEntry, AuditReport
+from mempager.store.base import translate
+from mempager.store.journal import ReviewItem
+from mempager.types import Memory, MemoryType, PutResult, Snippet
+from mempager.validate import check_actor, parse_since
+from mempager.writing.build import MemoryBuilder
+from mempager.writing.edits import Editor
+from mempager.writing.gate import EncodingGate
+from mempager.writing.writeback import Writer
 
 log = logging.getLogger("mempager")
-_WORD = re.compile(r"[\w][\w.:/@#+-]*[\w]|[\w]")
-_STOP = frozenset(
-    "a an and are as at be by do for from has have how i in is it me my of on or the to was "
-    "what when where which who why with you your".split()
-)
 
 
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.casefold()) if w not in _STOP and len(w) > 1}
-
-
-class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
+class Pager:
     def __init__(
         self,
-        store: DuckDBStore,
+        store: Store,
         actor: str,
         *,
         config: PagerConfig,
@@ -67,43 +68,63 @@ class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
         on_audit_event: Callable[[AuditEntry], None] | None = None,
     ) -> None:
         self.store = store
-        self.actor = check_actor(actor)
+        self.actor = actor = check_actor(actor)
         self.config = config
         self.embedder_report = list(embedder_report)
         self._owns_store = owns_store
-        self.clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)  # tests freeze it
-        self.semantic: SemanticLaneLike
-        self.lexical: LexicalLaneLike
-        native = getattr(store, "native_lanes", None)
-        if native is not None:  # a server store that answers both lanes itself (many processes)
-            self.semantic, self.lexical = native(self.actor, embedder)
-        else:  # the embedded store: per-process caches derived from the store, saved beside it
-            index_dir = Path(store.location + ".index")
-            self.semantic = SemanticLane(store, self.actor, embedder, index_dir, store_id=store.store_id,
-                                         M=config.hnsw_m, ef_construction=config.hnsw_ef_construction,
-                                         ef=config.hnsw_ef, max_deleted_share=config.hnsw_max_deleted_share)
-            self.lexical = LexicalLane(store, self.actor, index_dir / slug(self.actor) / "lexical",
-                                       store_id=store.store_id)
-        # Two caches from two sets of files: loaded side by side (file reads, hashing, DuckDB and
-        # numpy release the GIL), so opening costs about the slower of the two, not their sum.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mempager-open") as pool:
-            lexical_opened = pool.submit(self.lexical.open)
-            self.semantic.open()
-            lexical_opened.result()
-        store.add_change_listener(self.actor, self._on_change)
+        self._clock = Clock()
+        self.semantic, self.lexical = self._open_lanes(store, actor, config, embedder)
+        store.add_change_listener(actor, self._on_change)
         self.workers = EmbedWorkers(
             self.semantic, workers=config.embed_workers, batch_size=config.embed_batch_size,
             max_attempts=config.embed_max_attempts, backoff=config.embed_backoff_seconds,
             max_backoff=config.embed_max_backoff_seconds,
         )
+        # the collaborators: each gets only what it needs
+        build = MemoryBuilder(actor, config)
+        self.retriever = Retriever(store, actor, config, clock=self._clock, semantic=self.semantic,
+                                   lexical=self.lexical)
+        self.review_queue = ReviewQueue(store, actor, config, after_write=self._after_write)
+        self.procedures = Procedures(store, actor, config, clock=self._clock, embedder=self._embedder, build=build,
+                                     review=self.review_queue, after_write=self._after_write)
+        self.writer = Writer(store, actor, config, build=build, gate=EncodingGate(store, actor, config),
+                             after_write=self._after_write, feedback=self.procedures.feedback)
+        self.editor = Editor(store, actor, build=build, retriever=self.retriever, notify=self.workers.notify)
+        self.assembler = PageAssembler(store, actor, config, retriever=self.retriever, procedures=self.procedures)
+        self.eraser = Eraser(store, actor, config, semantic=self.semantic, lexical=self.lexical,
+                             retriever=self.retriever, drop_caches=self.procedures.drop_caches)
+        self.migration = ModelMigration(store, actor, semantic=self.semantic, workers=self.workers)
         self._closed = False
         self._audit_listener: Callable[[AuditEntry], None] | None = None
         if on_audit_event is not None:
             def listener(entry: AuditEntry) -> None:
-                if entry.actor == self.actor:
+                if entry.actor == actor:
                     on_audit_event(entry)
             self._audit_listener = listener
             store.add_audit_listener(listener)
+
+    @staticmethod
+    def _open_lanes(store: Store, actor: str, config: PagerConfig,
+                    embedder: Embedder) -> tuple[SemanticLaneLike, LexicalLaneLike]:
+        semantic: SemanticLaneLike
+        lexical: LexicalLaneLike
+        native = getattr(store, "native_lanes", None)
+        if native is not None:  # a server store that answers both lanes itself (many processes)
+            semantic, lexical = native(actor, embedder)
+        else:  # the embedded store: per-process caches derived from the store, saved beside it
+            index_dir = Path(store.location + ".index")
+            store_id = getattr(store, "store_id")  # noqa: B009 - only the embedded store has one
+            semantic = SemanticLane(store, actor, embedder, index_dir, store_id=store_id,
+                                    M=config.hnsw_m, ef_construction=config.hnsw_ef_construction,
+                                    ef=config.hnsw_ef, max_deleted_share=config.hnsw_max_deleted_share)
+            lexical = LexicalLane(store, actor, index_dir / slug(actor) / "lexical", store_id=store_id)
+        # Two caches from two sets of files: loaded side by side (file reads, hashing, DuckDB and
+        # numpy release the GIL), so opening costs about the slower of the two, not their sum.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mempager-open") as pool:
+            lexical_opened = pool.submit(lexical.open)
+            semantic.open()
+            lexical_opened.result()
+        return semantic, lexical
 
     # -- lifecycle ----------------------------------------------------------------------------
     def __enter__(self) -> Pager:
@@ -145,6 +166,33 @@ class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
                 return False
             time.sleep(0.02)
 
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        """"Now" for every collaborator (lifecycle decay, salience recency); assignable, e.g. to freeze time."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, source: Callable[[], datetime]) -> None:
+        self._clock.source = source
+
+    @property
+    def pattern_ranking(self) -> str:
+        """How pages rank procedures: "confidence" or "thompson" (per pager)."""
+        return self.procedures.ranking
+
+    @pattern_ranking.setter
+    def pattern_ranking(self, value: str) -> None:
+        self.procedures.ranking = value
+
+    @property
+    def pattern_seed(self) -> int | None:
+        """The seed of the Thompson draws when a call passes none (None: fresh entropy)."""
+        return self.procedures.seed
+
+    @pattern_seed.setter
+    def pattern_seed(self, value: int | None) -> None:
+        self.procedures.seed = value
+
     def _pending(self) -> int:
         hint = getattr(self.semantic, "pending_hint", None)  # the embedded lane knows without SQL
         return int(hint()) if hint is not None else self.store.pending_stats(self.actor, self.semantic.model).count
@@ -158,109 +206,142 @@ class Pager(MaintenanceMixin, ProceduralMixin, WriteBack):
         self.lexical.apply(upserted, removed)
         self.semantic.track(upserted, removed)
 
-    # -- reads --------------------------------------------------------------------------------
-    def pinned(self, goal: str | None = None) -> str:
-        return self.pinned_block(goal).text
-
-    def pinned_block(self, goal: str | None = None, *, budget: int | None = None) -> PinnedBlock:
-        """The pinned block within ``budget`` tokens (default ``pinned_budget_tokens``)."""
-        now = datetime.now(timezone.utc)
-        if goal is not None:
-            goal = check_text(goal, self.config.max_text_bytes, "goal")
-        stored = [m for m in self.store.of_types(self.actor, [MemoryType.GOAL], limit=5) if is_current(m, now)]
-        if goal is None and stored:
-            goal = stored[0].text
-        # the stored goal that is being pinned must not come back as a retrieved snippet
-        goal_uris = [m.uri for m in stored if goal is not None and normalize(m.text) == normalize(goal)]
-        of_types = self.store.of_types
-        identities = [m for m in of_types(self.actor, [MemoryType.IDENTITY], limit=5) if is_current(m, now)]
-        rules = [m for m in of_types(self.actor, [MemoryType.RULE], "oldest", 10_000) if is_current(m, now)]
-        constraints = hard_constraints(of_types(self.actor, [MemoryType.CONSTRAINT], "oldest", 10_000), now)
-        profile_pool = of_types(self.actor, [MemoryType.PROFILE], limit=self.config.profile_limit * 4)
-        block = build_pinned(
-            identity=identities[0] if identities else None,
-            rules=rules,
-            constraints=constraints,
-            profile=select_profile(profile_pool, self.config.profile_limit, now),
-            goal=goal,
-            budget=self.config.pinned_budget_tokens if budget is None else budget,
-            estimate=self.config.token_estimator,
-        )
-        if goal_uris and goal is not None and goal.strip():
-            block = replace(block, uris=block.uris + tuple(goal_uris))
-        return block
-
-    def page(self, goal: str | None, query: str, *, turn: str | None = None) -> Page:
-        """The whole per-turn context. With ``turn``, what was injected is recorded for feedback."""
-        cfg = self.config
-        pinned = self.pinned_block(goal, budget=min(cfg.pinned_budget_tokens, cfg.page_budget_tokens))
-        # the page as a whole has a budget too: each section gets what the ones before it leave
-        left = cfg.page_budget_tokens - (pinned.tokens + 1 if pinned.text else 0)
-        patterns_budget = max(0, min(cfg.patterns_budget_tokens, left))
-        full, menu, avoid, pattern_tokens = self._procedures(goal, patterns_budget)
-        procedure_uris = frozenset(p.uri for p in (*full, *menu, *avoid))
-        room = left - pattern_tokens - FENCE_TOKENS
-        retrieval_budget = max(0, min(cfg.retrieval_budget_tokens, room))
-        snippets, cuts, sizes = self._retrieve(
-            query, None, retrieval_budget, exclude=frozenset(pinned.uris), shown=procedure_uris
-        )
-        if turn is not None:
-            turn = check_text(turn, 1_000, "turn")
-            self.store.record_injections(
-                self.actor, turn, [(p.uri, "pattern") for p in full] + [(p.uri, "anti_pattern") for p in avoid]
-            )
-        parts = self._salience_parts(snippets)
-        report = PageReport(
-            goal=goal,
-            query=query,
-            snippets=tuple(snippet_report(s, parts.get(s.uri)) for s in snippets),
-            cuts=tuple(cuts) + tuple(Cut(u, "budget", "pinned budget reached") for u in pinned.omitted),
-            sections={
-                "pinned": SectionTotal(pinned.tokens, cfg.pinned_budget_tokens, len(pinned.uris)),
-                "patterns": SectionTotal(pattern_tokens, patterns_budget, len(full) + len(menu) + len(avoid)),
-                "retrieved": SectionTotal(sum(s.tokens for s in snippets), retrieval_budget, len(snippets)),
-            },
-            embedder=self.semantic.model,
-            lane_sizes=sizes,
-        )
-        return Page(goal, query, pinned, tuple(full), tuple(snippets), report, tuple(menu), tuple(avoid))
-
-    def _procedures(self, goal: str | None, budget: int) -> tuple[list[Pattern], list[Pattern], list[Pattern], int]:
-        """Proven patterns in full, a one-line menu of the rest, what to avoid, and the tokens of
-        all that as rendered (headers and line breaks included), never more than ``budget``."""
-        if not goal:
-            return [], [], [], 0
-        estimate = self.config.token_estimator
-        used = 0
-
-        def fits(header: str, started: bool, text: str) -> bool:
-            nonlocal used
-            cost = estimate(text) + 1 + (0 if started else estimate(header) + 1)
-            if used + cost > budget:
-                return False
-            used += cost
-            return True
-
-        full: list[Pattern] = []
-        menu: list[Pattern] = []
-        for pattern in self.procedural(goal):
-            if len(full) < self.config.max_patterns_in_page and fits(PROVEN_HEADER, bool(full),
-                                                                      render_pattern(pattern)):
-                full.append(pattern)
-            elif len(menu) < self.config.menu_max_patterns and fits(MENU_HEADER, bool(menu),
-                                                                     neutralize(pattern.menu_line())):
-                menu.append(pattern)
-        avoid: list[Pattern] = []
-        for pattern in self.anti_patterns(goal):
-            if len(avoid) < self.config.menu_max_patterns and fits(AVOID_HEADER, bool(avoid),
-                                                                    avoid_line(pattern)):
-                avoid.append(pattern)
-        return full, menu, avoid, used
-
     def _embedder(self) -> Embedder:
         return self.semantic.embedder
 
-    # -- forgetting and stats ------------------------------------------------------------------
+    # -- writes (Writer, Editor) -----------------------------------------------------------------
+    def remember(self, type: str | MemoryType, text: str, **fields: Any) -> str:
+        """Store any memory type; returns its uri (an existing uri when deduplicated)."""
+        return self.writer.remember(type, text, **fields)
+
+    def remember_fact(self, text: str, **fields: Any) -> str:
+        return self.writer.remember_fact(text, **fields)
+
+    def remember_user_fact(self, text: str, **fields: Any) -> str:
+        """A durable fact about the user: pinned in the profile section, deduped by statement."""
+        return self.writer.remember_user_fact(text, **fields)
+
+    def remember_many(self, items: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Batch write; every item is validated before anything is stored."""
+        return self.writer.remember_many(items)
+
+    def record_outcome(self, summary: str, outcome: str, intent_ref: str | None = None, *, turn: str | None = None,
+                       used: Sequence[str] | None = None, **fields: Any) -> str:
+        """An episodic outcome; with ``turn``, success/failure also feeds back to that turn's patterns."""
+        return self.writer.record_outcome(summary, outcome, intent_ref, turn=turn, used=used, **fields)
+
+    def set_identity(self, text: str) -> str:
+        return self.writer.set_identity(text)
+
+    def set_goal(self, text: str) -> str:
+        return self.writer.set_goal(text)
+
+    def add_rule(self, text: str) -> str:
+        return self.writer.add_rule(text)
+
+    def add_constraint(self, text: str, strength: str = "hard") -> str:
+        return self.writer.add_constraint(text, strength)
+
+    def update(self, uri: str, **changes: Any) -> Memory:
+        """Correct a memory in place: text, tags, importance, confidence, metadata, valid_until."""
+        return self.editor.update(uri, **changes)
+
+    # -- reads (Retriever, PageAssembler) -------------------------------------------------------
+    def retrieve(self, query: str, k: int | None = None, *, budget: int | None = None) -> list[Snippet]:
+        """Page fault: the few memories this turn needs, fused from every lane."""
+        return self.retriever.retrieve(query, k, budget=budget)
+
+    def recall(self, query: str | None = None, types: Sequence[str | MemoryType] | None = None, since: Any = None,
+               until: Any = None, limit: int = 20, offset: int = 0, *, source: Sequence[str] | None = None,
+               tags: Sequence[str] | None = None) -> list[Memory]:
+        """Deliberate look-up: newest first, or every match of the lexical query syntax, best first."""
+        return self.retriever.recall(query, types, since, until, limit, offset, source=source, tags=tags)
+
+    def get(self, uri: str) -> Memory:
+        return self.retriever.get(uri)
+
+    def pinned(self, goal: str | None = None) -> str:
+        return self.assembler.pinned_block(goal).text
+
+    def pinned_block(self, goal: str | None = None, *, budget: int | None = None) -> PinnedBlock:
+        """The pinned block within ``budget`` tokens (default ``pinned_budget_tokens``)."""
+        return self.assembler.pinned_block(goal, budget=budget)
+
+    def page(self, goal: str | None, query: str, *, turn: str | None = None) -> Page:
+        """The whole per-turn context. With ``turn``, what was injected is recorded for feedback."""
+        return self.assembler.page(goal, query, turn=turn)
+
+    # -- procedural (Procedures, ReviewQueue) ---------------------------------------------------
+    def write_pattern(self, spec: PatternSpec, strength: float = 0.5, coverage: int = 1,
+                      derived_from: Sequence[str] = ()) -> str:
+        return self.procedures.write_pattern(spec, strength, coverage, derived_from)
+
+    def reinforce_pattern(self, spec: PatternSpec, derived_from: Sequence[str] = ()) -> str:
+        """Another success: coverage +1, confidence up, strength nudged up."""
+        return self.procedures.reinforce_pattern(spec, derived_from)
+
+    def learn_rule(self, text: str, derived_from: Sequence[str] = ()) -> str:
+        """A rule that came from experience: a one-step pattern (``add_rule`` is for the user's rules)."""
+        return self.procedures.learn_rule(text, derived_from)
+
+    def patterns(self, include_inactive: bool = False) -> list[Pattern]:
+        return self.procedures.patterns(include_inactive)
+
+    def pattern_stages(self) -> dict[str, int]:
+        return self.procedures.pattern_stages()
+
+    def procedural(self, goal: str, *, rank: str | None = None, seed: int | None = None,
+                   include_menu: bool = False) -> list[Pattern]:
+        """Injectable patterns matching ``goal``, best first."""
+        return self.procedures.procedural(goal, rank=rank, seed=seed, include_menu=include_menu)
+
+    def anti_patterns(self, goal: str) -> list[Pattern]:
+        return self.procedures.anti_patterns(goal)
+
+    def recall_pattern(self, label: str) -> Pattern:
+        """One pattern in full by label; a typo resolves to the closest label, with a warning."""
+        return self.procedures.recall_pattern(label)
+
+    def feedback(self, turn: str, outcome: str, *, used: Sequence[str] | None = None) -> int:
+        """Apply success/failure to the patterns the page injected for ``turn``."""
+        return self.procedures.feedback(turn, outcome, used=used)
+
+    def sweep(self) -> dict[str, int]:
+        """Decay, promote/demote one level, flag removal candidates, propose inversions."""
+        return self.procedures.sweep()
+
+    def review(self, status: str | None = "pending") -> list[ReviewItem]:
+        return self.review_queue.review(status)
+
+    def decide(self, review_id: str, accept: bool) -> str | None:
+        """Accept or reject a queued item; returns the uri written when accepted."""
+        return self.review_queue.decide(review_id, accept)
+
+    # -- maintenance (Eraser, ModelMigration) ---------------------------------------------------
+    def forget(self, uri: str | None = None, *, actor: str | None = None, where: Mapping[str, Any] | None = None,
+               hard: bool = True) -> int:
+        """Forget one memory by uri, or every memory of ``actor`` matching ``where``; hard by default."""
+        return self.eraser.forget(uri, actor=actor, where=where, hard=hard)
+
+    def compact(self) -> None:
+        """Erase deleted memories' bytes: rebuild and re-save the indexes, rewrite the store file."""
+        self.eraser.compact()
+
+    def reembed(self, progress: Callable[[int, int], None] | None = None, timeout: float | None = None) -> bool:
+        """Wait while the workers give every memory a vector of the active model."""
+        return self.migration.reembed(progress, timeout)
+
+    def finalize_migration(self) -> dict[str, int]:
+        """Drop other models' vectors (and their saved indexes) once the active model covers all."""
+        return self.migration.finalize_migration()
+
+    def audit(self, since: Any = None, limit: int = 1000) -> list[AuditEntry]:
+        """This actor's audit entries, oldest first (``since``: a time, or "7d" / "12h" / "30m")."""
+        return self.store.audit_entries(self.actor, parse_since(since) if since is not None else None, limit)
+
+    def verify_audit(self) -> AuditReport:
+        return self.store.verify_audit()
+
     def stats(self) -> dict[str, Any]:
         pending = self.store.pending_stats(self.actor, self.semantic.model)
         lag = None

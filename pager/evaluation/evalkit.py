@@ -135,7 +135,7 @@ def evaluate(
                 p.sync()
                 bar.advance(len(conv.turns), conv.sample_id)
                 ids = {p.get(uri).label: turn.dia_id for uri, turn in zip(uris, conv.turns, strict=True)}
-                depths = {s: p._depth(s.k, s.budget) for s in plan}
+                depths = {s: p.retriever.depth(s.k, s.budget) for s in plan}
                 for q in conv.questions:
                     recorded = _record(p, q.text, depths.values(), config)
 
@@ -174,7 +174,7 @@ def _record(p: Any, query: str, depths: Iterable[int], config: PagerConfig) -> d
     vector = p.semantic.embed_query(query)
     out: dict[int, tuple[Lanes, Completions]] = {}
     for depth in sorted(set(depths)):
-        lanes, completions = p._rank(query, depth)
+        lanes, completions = p.retriever.rank(query, depth)
         lanes.update({name: hits[:depth] for name, hits in extra.items()})  # exact: salience order is total
         if "semantic" in lanes:
             semantic = completions.setdefault("semantic", {})
@@ -200,7 +200,7 @@ def _replay(
         for depth, (lanes, completions) in recorded.items():
             fused = variant.fuse(lanes, completions)
             for s in (s for s, d in depths.items() if d == depth):
-                snippets, _ = p._select(fused, s.k, s.budget, frozenset(), explain=False)
+                snippets, _ = p.retriever.select(fused, s.k, s.budget, frozenset(), explain=False)
                 per[s] = found(snippets)
         out[variant.name] = done[variant.key] = per
     return out
@@ -299,7 +299,7 @@ def collect(
                 bar.advance(len(conv.turns), conv.sample_id)
                 ids = {p.get(uri).label: turn.dia_id for uri, turn in zip(uris, conv.turns, strict=True)}
                 for q in conv.questions:
-                    lanes, completions = p._rank(q.text, depth)
+                    lanes, completions = p.retriever.rank(q.text, depth)
                     records.append(QuestionRecord(q.category, q.evidence, lanes, completions, ids))
                     bar.advance(1)
     return records

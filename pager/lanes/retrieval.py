@@ -1,4 +1,4 @@
-"""Page-fault retrieval: three lanes, fusion, re-check against the store, packing; explicit recall."""
+"""Page-fault retrieval: three lanes, fusion, re-check against the store, packing; explicit recall and get."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mempager.config import PagerConfig
-from mempager.errors import InvalidInput, PagerError
+from mempager.errors import InvalidInput, MemoryNotFound, PagerError
 from mempager.lanes.fusion import UNEMBEDDED, Cut, Fused, Packer, fuse, fuse_scores, is_current
 from mempager.paging.page import render_line
 from mempager.protocols import LexicalLaneLike, SemanticLaneLike, Store
 from mempager.lanes.salience import SalienceBreakdown, params_from_config, salience_score
 from mempager.types import Memory, MemoryType, Snippet, Source
-from mempager.validate import check_text, check_type, make_uri, parse_since, parse_time
+from mempager.validate import check_text, check_type, make_uri, parse_since, parse_time, parse_uri
 
 log = logging.getLogger("mempager")
 LINE_COST_CACHE = 65_536  # memory versions whose rendered line cost is remembered
@@ -25,15 +25,22 @@ def _check_positive(name: str, value: object) -> None:
         raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
 
 
-class RetrievalMixin:
-    store: Store
-    actor: str
-    config: PagerConfig
-    clock: Callable[[], datetime]
-    semantic: SemanticLaneLike
-    lexical: LexicalLaneLike
-    workers: Any
-    _line_costs: dict[tuple[Any, ...], int]
+class Retriever:
+    """Reads for one actor: the page fault (``retrieve``), deliberate ``recall`` and ``get``.
+
+    The evaluation kit drives the stages one by one (``rank`` → ``fuse`` → ``select``) to
+    measure many budgets from one ranking.
+    """
+
+    def __init__(self, store: Store, actor: str, config: PagerConfig, *, clock: Callable[[], datetime],
+                 semantic: SemanticLaneLike, lexical: LexicalLaneLike) -> None:
+        self.store = store
+        self.actor = actor
+        self.config = config
+        self.clock = clock
+        self.semantic = semantic
+        self.lexical = lexical
+        self._line_costs: dict[tuple[Any, ...], int] = {}
 
     def retrieve(self, query: str, k: int | None = None, *, budget: int | None = None) -> list[Snippet]:
         """Page fault: the few memories this turn needs, fused from every lane.
@@ -43,13 +50,17 @@ class RetrievalMixin:
         """
         if budget is not None:
             _check_positive("budget", budget)
-        snippets, _, _ = self._retrieve(query, k, budget, exclude=frozenset(), explain=False)
+        snippets, _, _ = self.retrieve_with_cuts(query, k, budget, exclude=frozenset(), explain=False)
         return snippets
 
-    def _lanes(self, query: str, depth: int) -> dict[str, list[tuple[int, float]]]:
-        return self._rank(query, depth)[0]
+    def get(self, uri: str) -> Memory:
+        actor, mtype, memory_id = parse_uri(uri)
+        memory = self.store.get(self.actor, memory_id) if actor == self.actor else None
+        if memory is None or memory.type is not mtype:  # the whole uri must match, not just the id
+            raise MemoryNotFound(f"no memory {uri} for actor {self.actor!r}")
+        return memory
 
-    def _rank(self, query: str, depth: int) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[int, float]]]:
+    def rank(self, query: str, depth: int) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[int, float]]]:
         """Each lane's ranked (label, score) list, ``depth`` deep (lanes never gate each other),
         and each lane's score for the candidates the other lanes found."""
         lanes: dict[str, list[tuple[int, float]]] = {}
@@ -79,18 +90,18 @@ class RetrievalMixin:
             completions[UNEMBEDDED] = dict.fromkeys(sorted(others & unembedded), 0.0)
         return lanes, completions
 
-    def _fuse(
+    def fuse(
         self, lanes: dict[str, list[tuple[int, float]]], completions: dict[str, dict[int, float]]
     ) -> list[Fused]:
         if self.config.fusion == "rrf":
             return fuse(lanes, self.config.lane_weights, self.config.rrf_k)
         return fuse_scores(lanes, completions, self.config.lane_weights, self.config.semantic_floor)
 
-    def _depth(self, k: int, budget: int) -> int:
+    def depth(self, k: int, budget: int) -> int:
         """How deep each lane must look to fill ``k`` snippets or ``budget`` tokens."""
         return max(self.config.lane_depth, 2 * min(k, budget // 8))
 
-    def _retrieve(
+    def retrieve_with_cuts(
         self, query: str, k: int | None, budget: int | None, exclude: frozenset[str], explain: bool = True,
         *, shown: frozenset[str] = frozenset(),
     ) -> tuple[list[Snippet], list[Cut], dict[str, int]]:
@@ -105,12 +116,12 @@ class RetrievalMixin:
         _check_positive("k", k)
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             raise InvalidInput(f"budget must be an integer >= 0, got {budget!r}")
-        lanes, completions = self._rank(query, self._depth(k, budget))
-        fused = self._fuse(lanes, completions)
-        snippets, cuts = self._select(fused, k, budget, exclude, explain, shown=shown)
+        lanes, completions = self.rank(query, self.depth(k, budget))
+        fused = self.fuse(lanes, completions)
+        snippets, cuts = self.select(fused, k, budget, exclude, explain, shown=shown)
         return snippets, cuts, {name: len(hits) for name, hits in lanes.items()}
 
-    def _select(
+    def select(
         self, fused: Sequence[Fused], k: int, budget: int, exclude: frozenset[str], explain: bool = True,
         *, shown: frozenset[str] = frozenset(),
     ) -> tuple[list[Snippet], list[Cut]]:
@@ -193,8 +204,8 @@ class RetrievalMixin:
         """
         estimate = self.config.token_estimator
         key = (memory.label, memory.updated_at, memory.created_at, memory.source, memory.content_hash, estimate)
-        cache: dict[tuple[Any, ...], int] | None = getattr(self, "_line_costs", None)
-        if cache is None or len(cache) >= LINE_COST_CACHE:
+        cache = self._line_costs
+        if len(cache) >= LINE_COST_CACHE:
             cache = self._line_costs = {}
         cost = cache.get(key) if not truncated else None
         if cost is None:
@@ -232,7 +243,7 @@ class RetrievalMixin:
         detail = f"{cut.detail}; recency ×{factor:.2f} (age {age:.0f} d, half-life {half:.0f} d)"
         return Cut(cut.uri, "decay", detail, cut.lanes)
 
-    def _salience_parts(self, snippets: Sequence[Snippet]) -> dict[str, SalienceBreakdown]:
+    def salience_parts(self, snippets: Sequence[Snippet]) -> dict[str, SalienceBreakdown]:
         """The salience score of each snippet that lane found, split into its terms."""
         labels = [s.label for s in snippets if "salience" in s.lanes]
         if not labels:

@@ -1,1 +1,2 @@
-"""Keeping the store and its caches right: background embedding workers, erasure (hard forget, compaction), model migration, edits."""
+"""Keeping the store and its caches right: background embedding workers, erasure (hard forget,
+compaction), model migration."""

@@ -1,1 +1,2 @@
-"""Procedural memory: pattern specs, their lifecycle (confidence, decay, maturity), ranking, feedback and the review queue."""
+"""Procedural memory: pattern specs, their lifecycle (confidence, decay, maturity), ranking,
+feedback and the review queue."""

@@ -1,38 +1,38 @@
-"""Procedural memory on the Pager: ranking, feedback attribution, sweeps, inversions, review.
+"""Procedural memory: pattern writes, ranking, feedback attribution and the lifecycle sweep.
 
-Mixed into ``Pager``. Nothing here deletes a memory: deprecation and flags are metadata, and
-removal is always an explicit ``forget``.
+Nothing here deletes a memory: deprecation and flags are metadata, and removal is always an
+explicit ``forget``. Inversions are proposed to the ``ReviewQueue``, never applied silently.
 """
 
 from __future__ import annotations
 
 import difflib
-import logging
 import re
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from mempager.procedural import lifecycle
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound
+from mempager.procedural import lifecycle
 from mempager.procedural.patterns import Pattern, PatternSpec
+from mempager.procedural.review import ReviewQueue
 from mempager.protocols import Embedder, Store
-from mempager.store.journal import Deprecate, ReviewItem
-from mempager.types import MemoryType, NewMemory, Scope, Source
-from mempager.validate import check_text, parse_time, parse_uri
+from mempager.types import Memory, MemoryType, NewMemory, PutResult
+from mempager.validate import check_text, parse_uri
+from mempager.writing.build import MemoryBuilder, fields_of
 
-log = logging.getLogger("mempager.procedural")
 _WORD = re.compile(r"[\w][\w.:/@#+-]*[\w]|[\w]")
 _STOP = frozenset(
     "a an and are as at be by do for from has have how i in is it me my of on or the to was "
     "what when where which who why with you your".split()
 )
 OUTCOMES = ("success", "failure")
+RANKINGS = ("confidence", "thompson")
 
 
 def words(text: str) -> set[str]:
@@ -43,19 +43,82 @@ class LabelResolved(UserWarning):
     """recall_pattern resolved a misspelt label to the closest existing one."""
 
 
-class ProceduralMixin:
-    store: Store
-    actor: str
-    config: PagerConfig
-    clock: Callable[[], datetime]
-    # How pages rank procedures ("confidence" | "thompson"), and the seed of the Thompson draws
-    # when no seed is passed (None: fresh entropy). Per pager, so a benchmark or an agent can
-    # explore without touching the shared config.
-    pattern_ranking: str = "confidence"
-    pattern_seed: int | None = None
+class Procedures:
+    """This actor's learned procedures. ``ranking`` is how pages rank them ("confidence" |
+    "thompson") and ``seed`` seeds the Thompson draws (None: fresh entropy); both per pager, so a
+    benchmark or an agent can explore without touching the shared config."""
 
-    def _embedder(self) -> Embedder:  # pragma: no cover - Pager
-        raise NotImplementedError
+    def __init__(self, store: Store, actor: str, config: PagerConfig, *, clock: Callable[[], datetime],
+                 embedder: Callable[[], Embedder], build: MemoryBuilder, review: ReviewQueue,
+                 after_write: Callable[[Sequence[PutResult]], None]) -> None:
+        self.store = store
+        self.actor = actor
+        self.config = config
+        self.clock = clock
+        self.embedder = embedder  # the semantic lane's current embedder (it may change while open)
+        self.build = build
+        self.review = review
+        self.after_write = after_write
+        self.ranking = "confidence"
+        self.seed: int | None = None
+        self._trigger_cache: dict[tuple[str, str], np.ndarray] = {}
+        self._rng: tuple[int | None, np.random.Generator] | None = None
+
+    # -- procedural -------------------------------------------------------------------------
+    def write_pattern(
+        self, spec: PatternSpec, strength: float = 0.5, coverage: int = 1, derived_from: Sequence[str] = ()
+    ) -> str:
+        if not isinstance(spec, PatternSpec):
+            raise InvalidInput(f"spec must be a PatternSpec, got {type(spec).__name__}")
+        if isinstance(coverage, bool) or not isinstance(coverage, int) or coverage < 0:
+            raise InvalidInput(f"coverage must be an integer >= 0, got {coverage!r}")
+        maturity = "nascent"
+        for _ in range(2):  # an explicit state may already be established or proven
+            maturity = lifecycle.next_maturity(maturity, strength, coverage, self.config)
+        item = self.build(
+            MemoryType.PATTERN, spec.encode(), strength=strength, confidence=strength,
+            metadata={"coverage": coverage, "applications": coverage, "failures": 0, "maturity": maturity,
+                      "derived_from": list(derived_from), "status": "active",
+                      "last_applied_at": self.clock().isoformat() if coverage else None},
+        )
+        result = self.store.put(NewMemory(**{**fields_of(item), "dedup_key": spec.dedup_key()}))
+        if not result.created:  # an explicit write states the pattern as given
+            self.store.update(
+                self.actor, result.memory.id, text=spec.encode(), strength=item.strength,
+                confidence=item.confidence, metadata=item.metadata,
+            )
+        self.after_write([result])
+        return result.memory.uri
+
+    def reinforce_pattern(self, spec: PatternSpec, derived_from: Sequence[str] = ()) -> str:
+        """Another success: coverage +1, confidence +success_increment, strength nudged up.
+
+        Dedup by name → trigger → steps; fields the new spec leaves empty keep their values.
+        """
+        if not isinstance(spec, PatternSpec):
+            raise InvalidInput(f"spec must be a PatternSpec, got {type(spec).__name__}")
+        existing = self.find_pattern(spec)
+        if existing is None:
+            return self.write_pattern(spec, strength=0.5, coverage=1, derived_from=derived_from)
+        pattern = Pattern.from_memory(existing)
+        if derived_from:
+            meta = dict(existing.metadata)
+            meta["derived_from"] = sorted(set(meta.get("derived_from", [])) | set(derived_from))
+            pattern = Pattern.from_memory(self.store.update(self.actor, existing.id, metadata=meta))
+        updated = self.apply_evidence(pattern, "success", spec)
+        self.after_write([PutResult(updated.memory, created=False)])
+        return updated.uri
+
+    def learn_rule(self, text: str, derived_from: Sequence[str] = ()) -> str:
+        """A rule that came from experience: a one-step pattern with the same lifecycle.
+
+        (Rules the user states are inviolable and pinned: use ``add_rule`` for those.)
+        """
+        body = check_text(text, self.config.max_text_bytes, "rule")
+        return self.reinforce_pattern(PatternSpec(name=body.strip()[:120], steps=[body.strip()]), derived_from)
+
+    def find_pattern(self, spec: PatternSpec) -> Memory | None:
+        return self.store.find(self.actor, MemoryType.PATTERN, spec.dedup_key())
 
     # -- reading ------------------------------------------------------------------------------
     def patterns(self, include_inactive: bool = False) -> list[Pattern]:
@@ -82,7 +145,7 @@ class ProceduralMixin:
         if not candidates:
             return []
         texts = [f"{p.spec.name}. {p.spec.trigger}".strip() for p in candidates]
-        goal_vector = self._embedder().embed([goal], role="query")[0]
+        goal_vector = self.embedder().embed([goal], role="query")[0]
         cos = np.clip(self._trigger_vectors(texts) @ goal_vector, 0.0, 1.0)
         goal_words = words(goal)
         lexical = [len(goal_words & words(t)) / max(1, len(words(t))) for t in texts]
@@ -90,8 +153,8 @@ class ProceduralMixin:
 
     def _trigger_vectors(self, texts: Sequence[str]) -> np.ndarray:
         """Trigger embeddings, computed once per text and model (a page must not re-embed them)."""
-        embedder = self._embedder()
-        cache: dict[tuple[str, str], np.ndarray] = self.__dict__.setdefault("_trigger_cache", {})
+        embedder = self.embedder()
+        cache = self._trigger_cache
         missing = [t for t in dict.fromkeys(texts) if (embedder.name, t) not in cache]
         if missing:
             for text, vector in zip(missing, embedder.embed(missing, role="document"), strict=True):
@@ -106,11 +169,11 @@ class ProceduralMixin:
         ``rank="confidence"`` orders by decayed confidence × relevance; ``rank="thompson"`` by a
         draw from Beta(successes + 1, failures + 1) × relevance (``seed`` makes one call
         reproducible; without it the draws come from the pager's generator, seeded by
-        ``pattern_seed``). ``rank=None`` is ``pattern_ranking``, which pages use.
+        ``seed``). ``rank=None`` is ``ranking``, which pages use.
         """
         goal = check_text(goal, self.config.max_text_bytes, "goal")
-        rank = self.pattern_ranking if rank is None else rank
-        if rank not in ("confidence", "thompson"):
+        rank = self.ranking if rank is None else rank
+        if rank not in RANKINGS:
             raise InvalidInput(f"rank must be 'confidence' or 'thompson', got {rank!r}")
         pool = [p for p in self.patterns() if not p.anti_pattern and p.successes >= self.config.min_pattern_successes]
         relevance = self._relevance(goal, pool)
@@ -127,10 +190,9 @@ class ProceduralMixin:
 
     def _ranking_rng(self) -> np.random.Generator:
         """One generator per pager and seed: successive pages draw afresh, reproducibly when seeded."""
-        held: tuple[int | None, np.random.Generator] | None = self.__dict__.get("_thompson_rng")
-        if held is None or held[0] != self.pattern_seed:
-            held = (self.pattern_seed, np.random.default_rng(self.pattern_seed))
-            self.__dict__["_thompson_rng"] = held
+        held = self._rng
+        if held is None or held[0] != self.seed:
+            held = self._rng = (self.seed, np.random.default_rng(self.seed))
         return held[1]
 
     def anti_patterns(self, goal: str) -> list[Pattern]:
@@ -157,7 +219,7 @@ class ProceduralMixin:
         return replace(resolved, note=note)
 
     # -- evidence -----------------------------------------------------------------------------
-    def _apply_evidence(self, pattern: Pattern, outcome: str, spec: PatternSpec | None = None) -> Pattern:
+    def apply_evidence(self, pattern: Pattern, outcome: str, spec: PatternSpec | None = None) -> Pattern:
         confidence, meta = lifecycle.apply(pattern, lifecycle.Evidence(outcome, self.clock()), self.config)
         changes: dict[str, Any] = {"confidence": confidence, "metadata": meta}
         if outcome == "success":
@@ -167,7 +229,7 @@ class ProceduralMixin:
         op = "reinforce" if spec is not None else "feedback"
         updated = Pattern.from_memory(self.store.update(self.actor, pattern.memory.id, op=op, **changes))
         if outcome == "failure":
-            self._maybe_propose_inversion(updated)
+            self.review.propose_inversion(updated)
         return updated
 
     def feedback(self, turn: str, outcome: str, *, used: Sequence[str] | None = None) -> int:
@@ -192,7 +254,7 @@ class ProceduralMixin:
         if not self.store.claim_feedback(self.actor, turn, outcome):
             return 0
         for pattern in chosen:
-            self._apply_evidence(pattern, outcome)
+            self.apply_evidence(pattern, outcome)
         return len(chosen)
 
     # -- maintenance --------------------------------------------------------------------------
@@ -218,78 +280,12 @@ class ProceduralMixin:
                     counts[key] += 1
                 self.store.update(self.actor, pattern.memory.id,
                                   metadata={**meta, "maturity": maturity, "flagged": flag})
-            counts["inversions_proposed"] += self._maybe_propose_inversion(pattern)
+            counts["inversions_proposed"] += self.review.propose_inversion(pattern)
         return counts
 
-    def _maybe_propose_inversion(self, pattern: Pattern) -> int:
-        if pattern.anti_pattern or not lifecycle.inversion_due(pattern.successes, pattern.failures, self.config):
-            return 0
-        if self.store.review_find(self.actor, "inversion", "uri", pattern.uri) is not None:
-            return 0
-        self.store.review_add(self.actor, "inversion", {"uri": pattern.uri, "text": lifecycle.inversion_text(pattern)})
-        log.info("proposed inversion of %s (%d failures vs %d successes)", pattern.uri, pattern.failures,
-                 pattern.successes)
-        return 1
-
-    # -- review queue -------------------------------------------------------------------------
-    def review(self, status: str | None = "pending") -> list[ReviewItem]:
-        return self.store.review_list(self.actor, status)
-
-    def decide(self, review_id: str, accept: bool) -> str | None:
-        """Accept or reject a queued item; returns the uri written when accepted.
-
-        Accepting writes the memory (or the anti-pattern, deprecating the original) and closes the
-        item in one store transaction: a crash leaves the item pending with nothing written, so
-        deciding again cannot duplicate. A decided item keeps no text (see ``store_journal``).
-        """
-        item = self.store.review_get(self.actor, review_id)
-        if item.status != "pending":
-            raise InvalidInput(f"review item {review_id!r} was already {item.status}")
-        if not accept or item.kind not in ("memory", "inversion"):
-            self.store.review_close(self.actor, review_id, "accepted" if accept else "rejected", None)
-            return None
-        deprecate = None
-        if item.kind == "inversion":
-            new, deprecate = self._inversion_plan(item)
-        else:
-            new = queued_memory(self.actor, item.payload)
-        result = self.store.review_accept(self.actor, review_id, new, deprecate)
-        self._after_write([result])
-        return result.memory.uri
-
-    def _after_write(self, results: Sequence[Any]) -> None:  # pragma: no cover - Pager
-        raise NotImplementedError
-
-    def _inversion_plan(self, item: ReviewItem) -> tuple[NewMemory, Deprecate]:
-        """The anti-pattern to write and how to deprecate the pattern it inverts."""
-        _, _, memory_id = parse_uri(item.payload["uri"])
-        original = self.store.get(self.actor, memory_id)
-        if original is None:
-            raise MemoryNotFound(f"the pattern {item.payload['uri']} to invert no longer exists")
-        pattern = Pattern.from_memory(original)
-        spec = PatternSpec(name=str(item.payload["text"]), trigger=pattern.spec.trigger,
-                           steps=pattern.spec.steps, gotchas=pattern.spec.gotchas)
-        new = NewMemory(actor=self.actor, type=MemoryType.PATTERN, text=spec.encode(), source=Source.CONSOLIDATION,
-                        confidence=0.5, metadata={"anti_pattern": True, "inverted_from": pattern.uri,
-                                                  "coverage": 0, "maturity": "nascent"},
-                        dedup_key=spec.dedup_key())
-        return new, (memory_id, {"confidence": 0.0, "metadata": {**original.metadata, "status": "deprecated"}})
-
-    def _drop_pattern_caches(self) -> None:
+    def drop_caches(self) -> None:
         """Forget the trigger embeddings: a forgotten pattern's trigger must not linger in the process."""
-        self.__dict__.pop("_trigger_cache", None)
-
-
-def queued_memory(actor: str, payload: Mapping[str, Any]) -> NewMemory:
-    """The memory the encoding gate held back, with every field it was given."""
-    created = payload.get("created_at")
-    return NewMemory(
-        actor=actor, type=MemoryType(payload["type"]), text=payload["text"], source=Source(payload["source"]),
-        scope=Scope(payload.get("scope", Scope.GLOBAL.value)), confidence=float(payload["confidence"]),
-        importance=float(payload["importance"]), strength=float(payload.get("strength", 0.5)),
-        created_at=None if created is None else parse_time(created, "created_at"),
-        tags=tuple(payload.get("tags", ())), metadata=dict(payload.get("metadata", {})),
-    )
+        self._trigger_cache = {}
 
 
 def _followed(injected: Sequence[Pattern], used: Sequence[str], turn: str) -> list[Pattern]:

@@ -1,1 +1,4 @@
-"""The store: the only source of truth. The protocol lives in ``mempager.protocols``; ``duckdb`` is the embedded default, ``pg`` the server store."""
+"""The store: the only source of truth.
+
+The protocol lives in ``mempager.protocols``; ``duckdb`` is the embedded default, ``pg`` the server store.
+"""

@@ -1,1 +1,1 @@
-"""Writing memories: validation, the encoding gate and the typed write-back calls."""
+"""Writing memories: validation, the encoding gate, the typed write-back calls and in-place edits."""

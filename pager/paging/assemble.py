@@ -1,0 +1,137 @@
+"""Assembling one turn's page: the pinned block, proven procedures, then retrieved memories.
+
+Each section gets the budget the ones before it leave; what did not fit is named in the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from mempager.config import PagerConfig
+from mempager.lanes.fusion import Cut, is_current
+from mempager.lanes.retrieval import Retriever
+from mempager.paging.fence import neutralize
+from mempager.paging.page import (
+    AVOID_HEADER,
+    FENCE_TOKENS,
+    MENU_HEADER,
+    PROVEN_HEADER,
+    Page,
+    PageReport,
+    SectionTotal,
+    avoid_line,
+    render_pattern,
+    snippet_report,
+)
+from mempager.paging.pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
+from mempager.procedural.patterns import Pattern
+from mempager.procedural.procedures import Procedures
+from mempager.protocols import Store
+from mempager.types import MemoryType
+from mempager.validate import check_text, normalize
+
+
+class PageAssembler:
+    def __init__(self, store: Store, actor: str, config: PagerConfig, *, retriever: Retriever,
+                 procedures: Procedures) -> None:
+        self.store = store
+        self.actor = actor
+        self.config = config
+        self.retriever = retriever
+        self.procedures = procedures
+
+    def pinned_block(self, goal: str | None = None, *, budget: int | None = None) -> PinnedBlock:
+        """The pinned block within ``budget`` tokens (default ``pinned_budget_tokens``)."""
+        now = datetime.now(timezone.utc)
+        if goal is not None:
+            goal = check_text(goal, self.config.max_text_bytes, "goal")
+        stored = [m for m in self.store.of_types(self.actor, [MemoryType.GOAL], limit=5) if is_current(m, now)]
+        if goal is None and stored:
+            goal = stored[0].text
+        # the stored goal that is being pinned must not come back as a retrieved snippet
+        goal_uris = [m.uri for m in stored if goal is not None and normalize(m.text) == normalize(goal)]
+        of_types = self.store.of_types
+        identities = [m for m in of_types(self.actor, [MemoryType.IDENTITY], limit=5) if is_current(m, now)]
+        rules = [m for m in of_types(self.actor, [MemoryType.RULE], "oldest", 10_000) if is_current(m, now)]
+        constraints = hard_constraints(of_types(self.actor, [MemoryType.CONSTRAINT], "oldest", 10_000), now)
+        profile_pool = of_types(self.actor, [MemoryType.PROFILE], limit=self.config.profile_limit * 4)
+        block = build_pinned(
+            identity=identities[0] if identities else None,
+            rules=rules,
+            constraints=constraints,
+            profile=select_profile(profile_pool, self.config.profile_limit, now),
+            goal=goal,
+            budget=self.config.pinned_budget_tokens if budget is None else budget,
+            estimate=self.config.token_estimator,
+        )
+        if goal_uris and goal is not None and goal.strip():
+            block = replace(block, uris=block.uris + tuple(goal_uris))
+        return block
+
+    def page(self, goal: str | None, query: str, *, turn: str | None = None) -> Page:
+        """The whole per-turn context. With ``turn``, what was injected is recorded for feedback."""
+        cfg = self.config
+        pinned = self.pinned_block(goal, budget=min(cfg.pinned_budget_tokens, cfg.page_budget_tokens))
+        # the page as a whole has a budget too: each section gets what the ones before it leave
+        left = cfg.page_budget_tokens - (pinned.tokens + 1 if pinned.text else 0)
+        patterns_budget = max(0, min(cfg.patterns_budget_tokens, left))
+        full, menu, avoid, pattern_tokens = self._procedures(goal, patterns_budget)
+        procedure_uris = frozenset(p.uri for p in (*full, *menu, *avoid))
+        room = left - pattern_tokens - FENCE_TOKENS
+        retrieval_budget = max(0, min(cfg.retrieval_budget_tokens, room))
+        snippets, cuts, sizes = self.retriever.retrieve_with_cuts(
+            query, None, retrieval_budget, exclude=frozenset(pinned.uris), shown=procedure_uris
+        )
+        if turn is not None:
+            turn = check_text(turn, 1_000, "turn")
+            self.store.record_injections(
+                self.actor, turn, [(p.uri, "pattern") for p in full] + [(p.uri, "anti_pattern") for p in avoid]
+            )
+        parts = self.retriever.salience_parts(snippets)
+        report = PageReport(
+            goal=goal,
+            query=query,
+            snippets=tuple(snippet_report(s, parts.get(s.uri)) for s in snippets),
+            cuts=tuple(cuts) + tuple(Cut(u, "budget", "pinned budget reached") for u in pinned.omitted),
+            sections={
+                "pinned": SectionTotal(pinned.tokens, cfg.pinned_budget_tokens, len(pinned.uris)),
+                "patterns": SectionTotal(pattern_tokens, patterns_budget, len(full) + len(menu) + len(avoid)),
+                "retrieved": SectionTotal(sum(s.tokens for s in snippets), retrieval_budget, len(snippets)),
+            },
+            embedder=self.retriever.semantic.model,
+            lane_sizes=sizes,
+        )
+        return Page(goal, query, pinned, tuple(full), tuple(snippets), report, tuple(menu), tuple(avoid))
+
+    def _procedures(self, goal: str | None, budget: int) -> tuple[list[Pattern], list[Pattern], list[Pattern], int]:
+        """Proven patterns in full, a one-line menu of the rest, what to avoid, and the tokens of
+        all that as rendered (headers and line breaks included), never more than ``budget``."""
+        if not goal:
+            return [], [], [], 0
+        estimate = self.config.token_estimator
+        used = 0
+
+        def fits(header: str, started: bool, text: str) -> bool:
+            nonlocal used
+            cost = estimate(text) + 1 + (0 if started else estimate(header) + 1)
+            if used + cost > budget:
+                return False
+            used += cost
+            return True
+
+        full: list[Pattern] = []
+        menu: list[Pattern] = []
+        for pattern in self.procedures.procedural(goal):
+            if len(full) < self.config.max_patterns_in_page and fits(PROVEN_HEADER, bool(full),
+                                                                      render_pattern(pattern)):
+                full.append(pattern)
+            elif len(menu) < self.config.menu_max_patterns and fits(MENU_HEADER, bool(menu),
+                                                                     neutralize(pattern.menu_line())):
+                menu.append(pattern)
+        avoid: list[Pattern] = []
+        for pattern in self.procedures.anti_patterns(goal):
+            if len(avoid) < self.config.menu_max_patterns and fits(AVOID_HEADER, bool(avoid),
+                                                                    avoid_line(pattern)):
+                avoid.append(pattern)
+        return full, menu, avoid, used

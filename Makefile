@@ -7,8 +7,14 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 # tests must not write into the working tree (no bytecode caches there either)
 export PYTHONDONTWRITEBYTECODE := 1
+export MYPY_CACHE_DIR := $(CURDIR)/$(VENV)/.mypy_cache
+# The editable install is setuptools' "strict" mode: a tree of links, laid out as the package
+# (build/__editable__.*/mempager/ with embedders/ and index/ inside), on the path through a .pth.
+# Static tools (mypy, lint-imports) read it as they would an installed wheel; no import hook.
+# A module added or removed changes the tree, so the links are remade when the file list changes.
+EDITABLE := --config-settings editable_mode=strict
 
-.PHONY: run test install install-dev bench clean
+.PHONY: run test install install-dev bench clean lint-imports typecheck FORCE
 
 $(VENV)/.base:
 	$(PYTHON) -m venv $(VENV)
@@ -17,15 +23,24 @@ $(VENV)/.base:
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.base pyproject.toml
-	$(PIP) install -q -e '.[local]'
+	$(PIP) install -q -e '.[local]' $(EDITABLE)
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
-	$(PIP) install -q -e '.[local,dev]'
+	$(PIP) install -q -e '.[local,dev]' $(EDITABLE)
 	touch $@
 
-install: $(VENV)/.installed
-install-dev: $(VENV)/.installed-dev
+# the list of source files; rewritten only when it differs, so the links are remade only then
+$(VENV)/.sources: FORCE | $(VENV)/.base
+	@find pager embedders index -name '*.py' -o -name 'py.typed' | LC_ALL=C sort > $@.new
+	@cmp -s $@.new $@ && rm -f $@.new || mv $@.new $@
+
+$(VENV)/.linked: $(VENV)/.sources $(VENV)/.installed
+	$(PIP) install -q --no-deps -e . $(EDITABLE)
+	touch $@
+
+install: $(VENV)/.installed $(VENV)/.linked
+install-dev: $(VENV)/.installed-dev $(VENV)/.linked
 
 # STORE=path puts the demo store elsewhere (the tests use a temp dir).
 run: install
@@ -33,7 +48,17 @@ run: install
 
 # pytest exits 5 when it collected nothing; that is a failure here, never a green run.
 test: install-dev
+	$(VENV)/bin/lint-imports --no-cache --no-logo
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
+
+# the import contracts alone ([tool.importlinter] in pyproject.toml)
+lint-imports: install-dev
+	$(VENV)/bin/lint-imports --no-cache --no-logo
+
+# mypy --strict alone ([tool.mypy] in pyproject.toml)
+typecheck: install-dev
+	$(VENV)/bin/mypy
 
 # every benchmark, results into benchmarks/results/ (adds Chroma, the side-by-side baseline)
 bench: install-dev
@@ -41,4 +66,4 @@ bench: install-dev
 	$(PY) -m benchmarks.run_all
 
 clean:
-	rm -rf $(VENV) .mempager
+	rm -rf $(VENV) .mempager build

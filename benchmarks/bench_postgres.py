@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 import mempager
-from mempager.embedders import HashEmbedder
 from mempager import PagerConfig
+from mempager.embedders import HashEmbedder
 from mempager.types import FloatMatrix
 
 from ._common import LOCOMO, peak_rss_mib, percentiles, write_results

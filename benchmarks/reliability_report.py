@@ -167,7 +167,7 @@ If the worker indexes the memory in between, it is in neither lane for that quer
 still find it. Deterministic repro (an embedder for which the query and the memory mean the same, as a real
 model does for "car" / "automobile"; the hook widens the window to make the worker's step land in it):
 ```python
-import threading, numpy as np, pager
+import threading, numpy as np, mempager
 gate = threading.Event()
 class Meaning:
     name, dim = "meaning-v1-8", 8

@@ -12,11 +12,10 @@ from typing import TypeVar
 
 import numpy as np
 
+from mempager.embedders.errors import EmbedderBadResponse, EmbedderTimeout
 from mempager.errors import DimensionMismatch, InvalidInput, NonFiniteVector
 from mempager.protocols import Embedder
 from mempager.types import FloatMatrix, Role
-
-from mempager.embedders.errors import EmbedderBadResponse, EmbedderTimeout
 
 T = TypeVar("T")
 ROLES: tuple[Role, ...] = ("query", "document")

@@ -21,16 +21,15 @@ from typing import Literal
 
 import httpx
 
-from mempager.errors import EmbedderUnavailable, PagerError
-from mempager.protocols import Embedder
-
 from mempager.embedders.base import probe
 from mempager.embedders.base import run_with_timeout as _run_with_timeout
 from mempager.embedders.down import DownEmbedder
 from mempager.embedders.hashing import HashEmbedder
-from mempager.embedders.http import HttpEmbedder, HttpOptions
+from mempager.embedders.http import build_http  # the chain builds; http.py never imports the chain
 from mempager.embedders.local import local_name
 from mempager.embedders.settings import EmbedderSettings
+from mempager.errors import EmbedderUnavailable, PagerError
+from mempager.protocols import Embedder
 
 logger = logging.getLogger("mempager.embedders")
 
@@ -141,34 +140,6 @@ def _down_reason(name: str, reason: str, recoverable: bool) -> str:
             "it cannot recover in this process (fix it and reopen); memories stay pending and retrieval "
             "uses the lexical and salience lanes")
     return f"forced, but {name} failed at open ({reason}); the store is open without it: {then}"
-
-
-def build_http(
-    settings: EmbedderSettings, kind: str, *, transport: httpx.BaseTransport | None = None
-) -> HttpEmbedder:
-    """The gateway or provider embedder that ``settings`` describe (not yet probed)."""
-    options = HttpOptions(
-        connect_timeout=settings.connect_timeout,
-        read_timeout=settings.read_timeout,
-        max_attempts=settings.max_attempts,
-        batch_size=settings.http_batch_size,
-        max_batch_bytes=settings.http_max_batch_bytes,
-    )
-    if kind == "gateway":
-        if settings.gateway_url is None or settings.gateway_token is None:
-            raise EmbedderUnavailable("the gateway needs MEMPAGER_GATEWAY_URL and MEMPAGER_GATEWAY_TOKEN")
-        return HttpEmbedder.gateway(
-            settings.gateway_url, token=settings.gateway_token, actor=settings.actor,
-            model=settings.gateway_model, dim=settings.gateway_dim, options=options, transport=transport,
-        )
-    if kind == "provider":
-        if settings.provider_url is None or settings.provider_model is None:
-            raise EmbedderUnavailable("the provider needs MEMPAGER_PROVIDER_URL and MEMPAGER_PROVIDER_MODEL")
-        return HttpEmbedder.provider(
-            settings.provider_url, model=settings.provider_model, api_key=settings.provider_api_key,
-            dim=settings.provider_dim, options=options, transport=transport,
-        )
-    raise ValueError(f"kind must be 'gateway' or 'provider', got {kind!r}")
 
 
 def _not_configured(settings: EmbedderSettings, kind: Kind) -> str | None:

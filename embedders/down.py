@@ -20,11 +20,10 @@ import logging
 import threading
 from collections.abc import Sequence
 
+from mempager.embedders.base import check_role, check_texts
 from mempager.errors import DimensionMismatch, EmbedderUnavailable
 from mempager.protocols import Embedder
 from mempager.types import FloatMatrix, Role
-
-from mempager.embedders.base import check_role, check_texts
 
 logger = logging.getLogger("mempager.embedders")
 

@@ -22,10 +22,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from mempager.embedders.base import check_role, check_texts
 from mempager.errors import ConfigError
 from mempager.types import FloatMatrix, Role
-
-from mempager.embedders.base import check_role, check_texts
 
 _TOKEN = re.compile(r"[\w][\w.:/@#+-]*[\w]|[\w]", re.UNICODE)
 _INNER = re.compile(r"[.:/@#+-]+")

@@ -26,9 +26,6 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from mempager.errors import ConfigError, DimensionMismatch, EmbedderError
-from mempager.types import FloatMatrix, Role
-
 from mempager.embedders.base import check_role, check_texts
 from mempager.embedders.errors import (
     EmbedderAuthError,
@@ -40,7 +37,18 @@ from mempager.embedders.errors import (
     EmbedderServerError,
     EmbedderTimeout,
 )
-from mempager.embedders.wire import decode_vectors, endpoint, error_message, parse_json, parse_retry_after, request_body, snippet
+from mempager.embedders.settings import EmbedderSettings
+from mempager.embedders.wire import (
+    decode_vectors,
+    endpoint,
+    error_message,
+    parse_json,
+    parse_retry_after,
+    request_body,
+    snippet,
+)
+from mempager.errors import ConfigError, DimensionMismatch, EmbedderError, EmbedderUnavailable
+from mempager.types import FloatMatrix, Role
 
 logger = logging.getLogger("mempager.embedders")
 
@@ -178,9 +186,6 @@ class HttpEmbedder:
         transport: httpx.BaseTransport | None = None,
     ) -> HttpEmbedder:
         """The gateway (``kind="gateway"``) or provider described by ``MEMPAGER_*`` variables."""
-        from mempager.embedders.chain import build_http
-        from mempager.embedders.settings import EmbedderSettings
-
         settings = EmbedderSettings.from_env(environ, actor=actor)
         return build_http(settings, kind, transport=transport)
 
@@ -359,3 +364,31 @@ class HttpEmbedder:
         if message:
             return f"server says {self._redact(message)!r}"
         return f"body {snippet(response.content, self._redact)}"
+
+
+def build_http(
+    settings: EmbedderSettings, kind: str, *, transport: httpx.BaseTransport | None = None
+) -> HttpEmbedder:
+    """The gateway or provider embedder that ``settings`` describe (not yet probed)."""
+    options = HttpOptions(
+        connect_timeout=settings.connect_timeout,
+        read_timeout=settings.read_timeout,
+        max_attempts=settings.max_attempts,
+        batch_size=settings.http_batch_size,
+        max_batch_bytes=settings.http_max_batch_bytes,
+    )
+    if kind == "gateway":
+        if settings.gateway_url is None or settings.gateway_token is None:
+            raise EmbedderUnavailable("the gateway needs MEMPAGER_GATEWAY_URL and MEMPAGER_GATEWAY_TOKEN")
+        return HttpEmbedder.gateway(
+            settings.gateway_url, token=settings.gateway_token, actor=settings.actor,
+            model=settings.gateway_model, dim=settings.gateway_dim, options=options, transport=transport,
+        )
+    if kind == "provider":
+        if settings.provider_url is None or settings.provider_model is None:
+            raise EmbedderUnavailable("the provider needs MEMPAGER_PROVIDER_URL and MEMPAGER_PROVIDER_MODEL")
+        return HttpEmbedder.provider(
+            settings.provider_url, model=settings.provider_model, api_key=settings.provider_api_key,
+            dim=settings.provider_dim, options=options, transport=transport,
+        )
+    raise ValueError(f"kind must be 'gateway' or 'provider', got {kind!r}")

@@ -22,11 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from mempager.errors import ConfigError, EmbedderError, EmbedderUnavailable
-from mempager.types import FloatMatrix, Role
-
 from mempager.embedders.base import check_role, check_texts, check_vectors
 from mempager.embedders.errors import MissingExtra, ModelIntegrityError, ModelNotFound
+from mempager.errors import ConfigError, EmbedderError, EmbedderUnavailable
+from mempager.types import FloatMatrix, Role
 
 MINILM_NAME = "all-MiniLM-L6-v2"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from mempager.protocols import Embedder
-
 from mempager.embedders.wire import response_body
+from mempager.protocols import Embedder
 
 logger = logging.getLogger("mempager.embedders.testing")
 

@@ -18,11 +18,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from mempager.errors import ConfigError, DimensionMismatch
-from mempager.types import FloatMatrix
-
 from mempager.embedders.base import check_vectors
 from mempager.embedders.errors import EmbedderBadResponse
+from mempager.errors import ConfigError, DimensionMismatch
+from mempager.types import FloatMatrix
 
 Redact = Callable[[str], str]
 

@@ -33,10 +33,9 @@ import numpy as np
 import numpy.typing as npt
 
 from mempager.errors import ConfigError, DimensionMismatch, IndexStale, InvalidInput, NonFiniteVector
-from mempager.types import FloatMatrix, LabelArray, as_labels, as_vectors
-
 from mempager.index import manifest as persist
 from mempager.index.manifest import BoolArray, Manifest
+from mempager.types import FloatMatrix, LabelArray, as_labels, as_vectors
 
 KIND = "hnsw"
 _PREFIXES = ("hnsw", "vectors")

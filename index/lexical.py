@@ -44,10 +44,18 @@ import numpy as np
 import numpy.typing as npt
 
 from mempager.errors import IndexStale, InvalidInput
-from mempager.types import LabelArray
-
-from mempager.index.lexquery import QuerySyntaxError, QueryTooBroad, allowed, bm25, evaluate, parse_query, phrase_hits, ranked
+from mempager.index.lexquery import (
+    QuerySyntaxError,
+    QueryTooBroad,
+    allowed,
+    bm25,
+    evaluate,
+    parse_query,
+    phrase_hits,
+    ranked,
+)
 from mempager.index.tokenize import Tokenizer, TokenizerConfig, Vocabulary, grow, ranges
+from mempager.types import LabelArray
 
 __all__ = ["LexicalIndex", "QuerySyntaxError", "QueryTooBroad"]
 

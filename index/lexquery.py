@@ -31,7 +31,6 @@ import numpy as np
 import numpy.typing as npt
 
 from mempager.errors import InvalidInput
-
 from mempager.index.tokenize import Tokenizer
 
 MAX_PREFIX_TERMS = 512

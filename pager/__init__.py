@@ -36,8 +36,8 @@ from mempager.errors import (
     UnknownType,
 )
 from mempager.paging.page import Page, PageReport
-from mempager.procedural.patterns import Pattern, PatternSpec
-from mempager.paging.tokens import estimate_tokens, truncate_tokens
+from mempager.patterns import Pattern, PatternSpec
+from mempager.tokens import estimate_tokens, truncate_tokens
 from mempager.turns import AsyncTurnMemory, TurnContext, TurnMemory, TurnRecord
 from mempager.types import LaneHit, Memory, MemoryType, Scope, Snippet, Source
 

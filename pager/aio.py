@@ -18,7 +18,7 @@ from typing import Any
 from mempager.config import PagerConfig
 from mempager.core import Pager
 from mempager.paging.page import Page
-from mempager.procedural.patterns import Pattern, PatternSpec
+from mempager.patterns import Pattern, PatternSpec
 from mempager.protocols import Embedder
 from mempager.types import Memory, Snippet
 

@@ -7,11 +7,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mempager.store.audit import AuditEntry
 from mempager.config import PagerConfig
 from mempager.core import Pager
 from mempager.protocols import Embedder
 from mempager.store.duckdb import open_store
+from mempager.types import AuditEntry
 
 
 def _choose_embedder(

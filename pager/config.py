@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from mempager.errors import ConfigError
-from mempager.paging.tokens import estimate_tokens
+from mempager.tokens import estimate_tokens
 from mempager.types import MemoryType
 
 # Half-lives (days) of the recency term of the salience score. Events fade fastest; what the

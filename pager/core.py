@@ -38,14 +38,13 @@ from mempager.maintenance.workers import EmbedWorkers
 from mempager.paging.assemble import PageAssembler
 from mempager.paging.page import Page
 from mempager.paging.pinned import PinnedBlock
-from mempager.procedural.patterns import Pattern, PatternSpec
+from mempager.patterns import Pattern, PatternSpec
 from mempager.procedural.procedures import Procedures
 from mempager.procedural.review import ReviewQueue
 from mempager.protocols import Embedder, LexicalLaneLike, SemanticLaneLike, Store
-from mempager.store.audit import AuditEntry, AuditReport
 from mempager.store.base import translate
 from mempager.store.journal import ReviewItem
-from mempager.types import Memory, MemoryType, PutResult, Snippet
+from mempager.types import AuditEntry, AuditReport, Memory, MemoryType, PutResult, Snippet
 from mempager.validate import check_actor, parse_since
 from mempager.writing.build import MemoryBuilder
 from mempager.writing.edits import Editor

@@ -12,8 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from mempager.store.audit import AuditReport
-from mempager.types import FloatMatrix, LabelArray, Memory, MemoryType, NewMemory, PutResult, Role, Source
+from mempager.types import AuditReport, FloatMatrix, LabelArray, Memory, MemoryType, NewMemory, PutResult, Role, Source
 
 
 @runtime_checkable

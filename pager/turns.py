@@ -25,7 +25,7 @@ from mempager.aio import AsyncPager
 from mempager.core import Pager
 from mempager.errors import ConfigError, InvalidInput, InvalidText
 from mempager.paging.page import Page
-from mempager.paging.tokens import truncate_tokens
+from mempager.tokens import truncate_tokens
 from mempager.types import Source
 from mempager.validate import check_text
 from mempager.writing.writeback import OUTCOMES

@@ -160,3 +160,23 @@ def as_vectors(values: object, what: str = "vectors") -> FloatMatrix:
             return np.asarray(raw, dtype=np.float32)
     except (ValueError, TypeError, OverflowError) as exc:
         raise InvalidInput(f"{what} must be real numbers: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    seq: int
+    at: datetime
+    actor: str
+    op: str  # remember | reinforce | update | feedback | forget | migration | review
+    uri: str
+    content_hash: str
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    ok: bool
+    checked: int
+    first_broken: int | None
+    reason: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -14,6 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from mempager import __version__
 from mempager.config import EMBEDDER_CHOICES, PagerConfig
 from mempager.errors import PagerError
 
@@ -54,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mempager", parents=[common],
         description="A memory pager for LLM agents: pin, page-fault, write back.",
     )
+    parser.add_argument("--version", action="version", version=f"mempager {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("init", parents=[common], help="create the store (idempotent)")
     p = sub.add_parser("remember", parents=[common], help="store a memory")
@@ -161,17 +164,15 @@ def _review(p: Any, args: argparse.Namespace, as_json: bool) -> None:
 
 
 def _reembed(p: Any, args: argparse.Namespace, as_json: bool) -> int:
-    from mempager.cli.progress import Progress
+    from tqdm import tqdm
 
     total = p.store.pending_stats(p.actor, p.semantic.model).count
-    bar = Progress(max(total, 1), f"reembed {p.semantic.model}")
-    state = {"done": 0}
+    with tqdm(total=total, desc=f"reembed {p.semantic.model}", unit="memory", file=sys.stderr) as bar:
 
-    def show(done: int, _total: int) -> None:
-        bar.advance(done - state["done"])
-        state["done"] = done
+        def show(done: int, _total: int) -> None:
+            bar.update(done - bar.n)
 
-    p.reembed(progress=show)
+        p.reembed(progress=show)
     dropped = p.finalize_migration() if args.finalize else {}
     result = {"model": p.semantic.model, "embedded": total, "dropped": dropped}
     _print_json(result) if as_json else print(
@@ -200,7 +201,6 @@ def _audit(p: Any, args: argparse.Namespace, as_json: bool) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     from mempager.embedders import EmbedderSettings, pick_embedder
-
     from mempager.evaluation.bench_locomo import run
 
     forced = getattr(args, "embedder", None) or "auto"
@@ -215,6 +215,19 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """``mempager serve``: open the pager here (the usual defaults), hand it to the MCP server, close it."""
+    # imported first: without the MCP SDK this fails with one clear line before the store is touched
+    from mempager.mcp.server import configure_logging, serve
+
+    configure_logging()
+    with contextlib.redirect_stdout(sys.stderr):  # model-loading chatter must never reach the stdio wire
+        pager = _open(args)
+    with pager:  # closed (index saved) when serving ends, also on SIGTERM (SystemExit from serve)
+        return int(serve(pager, goal=getattr(args, "goal", None), http=bool(getattr(args, "http", False)),
+                         port=int(getattr(args, "port", 8765))))
+
+
 def _run(args: argparse.Namespace) -> int:
     as_json = getattr(args, "json", False)
     if args.command == "demo":
@@ -225,9 +238,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "bench":
         return _bench(args)
     if args.command == "serve":
-        from mempager.mcp.server import serve
-
-        return int(serve(args))
+        return _serve(args)
     with _open(args) as p:
         cmd = args.command
         if cmd == "init":

@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mempager.evaluation import evalkit, locomo
 from mempager.config import PagerConfig
+from mempager.evaluation import evalkit, locomo
 from mempager.evaluation.evalkit import DecayPair, Variant
 from mempager.protocols import Embedder
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mempager.config import PagerConfig
-from mempager.procedural.patterns import PatternSpec
+from mempager.patterns import PatternSpec
 
 if TYPE_CHECKING:
     from mempager.core import Pager

@@ -12,24 +12,31 @@ the real calls (``agreement``), which is what vouches for the other rows.
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from mempager.config import PagerConfig
-from mempager.lanes.fusion import Fused, fuse, fuse_scores
 from mempager.evaluation.locomo import CATEGORIES, Conversation
-from mempager.cli.progress import Progress
-from mempager.protocols import Embedder
+from mempager.lanes.fusion import Fused, fuse, fuse_scores
 from mempager.lanes.salience import params_from_config
+from mempager.protocols import Embedder
 from mempager.types import Snippet
 
 KS = (1, 3, 5, 10, 20)
 BUDGETS = (250, 500, 1000, 2000, 4000)
 Lanes = Mapping[str, Sequence[tuple[int, float]]]
 Completions = Mapping[str, Mapping[int, float]]
+
+
+def progress_bar(total: int, label: str) -> tqdm[Any]:
+    """Progress on stderr (tqdm): the benchmark's results go to stdout and files."""
+    return tqdm(total=total, desc=label, unit="item", file=sys.stderr, dynamic_ncols=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +131,7 @@ def evaluate(
     results: list[QuestionResult] = []
     depths: dict[Setting, int] = {}
     total = sum(len(c.turns) + len(c.questions) for c in conversations)
-    bar = Progress(total, "locomo")
-    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+    with progress_bar(total, "locomo") as bar, tempfile.TemporaryDirectory(dir=workdir) as tmp:
         for conv in conversations:
             actor = "".join(ch if ch.isalnum() else "-" for ch in conv.sample_id) or "conv"
             with mempager.open(Path(tmp) / f"{actor}.duckdb", actor=actor, config=config, embedder=embedder) as p:
@@ -133,7 +139,8 @@ def evaluate(
                     {"type": "event", "text": t.memory_text(), "created_at": t.created_at} for t in conv.turns
                 ])
                 p.sync()
-                bar.advance(len(conv.turns), conv.sample_id)
+                bar.update(len(conv.turns))
+                bar.set_postfix_str(conv.sample_id)
                 ids = {p.get(uri).label: turn.dia_id for uri, turn in zip(uris, conv.turns, strict=True)}
                 depths = {s: p.retriever.depth(s.k, s.budget) for s in plan}
                 for q in conv.questions:
@@ -156,7 +163,7 @@ def evaluate(
                     lost = {d.name: len(hits[d.without.name][ten] - hits[d.with_.name][ten]) for d in decay}
                     recall = {name: {s: len(f) / len(q.evidence) for s, f in per.items()} for name, per in hits.items()}
                     results.append(QuestionResult(q.category, recall, agree, lost))
-                    bar.advance(1)
+                    bar.update(1)
     return Evaluation(results, {f"{s.kind} {s.value}": d for s, d in depths.items()})
 
 
@@ -286,8 +293,8 @@ def collect(
     import mempager
 
     records: list[QuestionRecord] = []
-    bar = Progress(sum(len(c.turns) + len(c.questions) for c in conversations), "locomo")
-    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+    total = sum(len(c.turns) + len(c.questions) for c in conversations)
+    with progress_bar(total, "locomo") as bar, tempfile.TemporaryDirectory(dir=workdir) as tmp:
         for conv in conversations:
             actor = "".join(ch if ch.isalnum() else "-" for ch in conv.sample_id) or "conv"
             where = store if store is not None else Path(tmp) / f"{actor}.duckdb"
@@ -296,10 +303,11 @@ def collect(
                     {"type": "event", "text": t.memory_text(), "created_at": t.created_at} for t in conv.turns
                 ])
                 p.sync()
-                bar.advance(len(conv.turns), conv.sample_id)
+                bar.update(len(conv.turns))
+                bar.set_postfix_str(conv.sample_id)
                 ids = {p.get(uri).label: turn.dia_id for uri, turn in zip(uris, conv.turns, strict=True)}
                 for q in conv.questions:
                     lanes, completions = p.retriever.rank(q.text, depth)
                     records.append(QuestionRecord(q.category, q.evidence, lanes, completions, ids))
-                    bar.advance(1)
+                    bar.update(1)
     return records

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from mempager.procedural.patterns import PatternSpec
-from mempager.paging.tokens import truncate_tokens
+from mempager.patterns import PatternSpec
+from mempager.tokens import truncate_tokens
 from mempager.types import LaneHit, Memory, MemoryType, Snippet
 
 # Below this many free tokens a truncated snippet is more noise than signal.

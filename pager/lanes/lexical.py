@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mempager.errors import IndexStale
-from mempager.procedural.patterns import text_for_index
+from mempager.patterns import text_for_index
 from mempager.types import Memory
 
 log = logging.getLogger("mempager.lexical")

@@ -9,10 +9,10 @@ from typing import Any
 
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound, PagerError
+from mempager.fence import render_line
 from mempager.lanes.fusion import UNEMBEDDED, Cut, Fused, Packer, fuse, fuse_scores, is_current
-from mempager.paging.page import render_line
-from mempager.protocols import LexicalLaneLike, SemanticLaneLike, Store
 from mempager.lanes.salience import SalienceBreakdown, params_from_config, salience_score
+from mempager.protocols import LexicalLaneLike, SemanticLaneLike, Store
 from mempager.types import Memory, MemoryType, Snippet, Source
 from mempager.validate import check_text, check_type, make_uri, parse_since, parse_time, parse_uri
 

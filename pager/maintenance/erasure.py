@@ -13,7 +13,7 @@ from typing import Any
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound
 from mempager.lanes.retrieval import Retriever
-from mempager.procedural.patterns import text_for_index
+from mempager.patterns import text_for_index
 from mempager.protocols import LexicalLaneLike, SemanticLaneLike, Store
 from mempager.store.journal import ReviewItem
 from mempager.types import MemoryType, Source

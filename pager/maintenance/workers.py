@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from mempager.errors import DimensionMismatch, EmbedderError, EmbedderUnavailable, NonFiniteVector, PagerError
-from mempager.procedural.patterns import text_for_index
+from mempager.patterns import text_for_index
 from mempager.protocols import SemanticLaneLike
 from mempager.types import FloatMatrix, LabelArray
 

@@ -11,7 +11,6 @@ unexpected becomes a tool error too, with its traceback on stderr. stdout carrie
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -21,12 +20,12 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal, NoReturn, TypeVar
 
-from mempager.procedural import lifecycle
 from mempager.config import PagerConfig
 from mempager.core import Pager
 from mempager.errors import ConfigError, PagerError
 from mempager.paging.page import Page
-from mempager.procedural.patterns import Pattern, PatternSpec
+from mempager.patterns import Pattern, PatternSpec
+from mempager.procedural import lifecycle
 from mempager.types import Memory, MemoryType
 
 try:
@@ -271,7 +270,7 @@ def build_server(pager: Pager, goal: str | None = None) -> MCPServer[Any]:
     return server
 
 
-def _configure_logging() -> None:
+def configure_logging() -> None:
     """Everything to stderr: libraries at WARNING, mempager at $MEMPAGER_LOG_LEVEL (INFO)."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -300,25 +299,20 @@ async def _serve_http(server: MCPServer[Any], port: int) -> None:
     await uvicorn.Server(config).serve()
 
 
-def serve(args: argparse.Namespace) -> int:
-    """Run the server until the client hangs up (stdio) or the process is stopped (HTTP)."""
-    from mempager.cli.main import _open  # the same --store/--actor/--embedder defaults as every other command
+def serve(pager: Pager, *, goal: str | None = None, http: bool = False, port: int = 8765) -> int:
+    """Serve the opened ``pager`` until the client hangs up (stdio) or the process is stopped (HTTP).
 
-    _configure_logging()
-    with contextlib.redirect_stdout(sys.stderr):  # model-loading chatter must never reach the wire
-        pager: Pager = _open(args)
-    try:
-        server = build_server(pager, goal=getattr(args, "goal", None))
-        http = bool(getattr(args, "http", False))
-        port = int(getattr(args, "port", 8765))
-        where = f"http://{HOST}:{port}/mcp" if http else "stdio"
-        log.info("mempager MCP server on %s: store %s, actor %s, embedder %s",
-                 where, pager.store.location, pager.actor, pager.semantic.model)
-        with _sigterm_exits():
-            if http:
-                anyio.run(_serve_http, server, port)
-            else:
-                anyio.run(server.run_stdio_async)
-    finally:
-        pager.close()
+    The caller opens the pager (after ``configure_logging()``, with stdout redirected to stderr so
+    model-loading chatter never reaches the stdio wire) and closes it when this returns or raises;
+    SIGTERM raises ``SystemExit(128 + SIGTERM)`` out of here so that close still runs.
+    """
+    server = build_server(pager, goal=goal)
+    where = f"http://{HOST}:{port}/mcp" if http else "stdio"
+    log.info("mempager MCP server on %s: store %s, actor %s, embedder %s",
+             where, pager.store.location, pager.actor, pager.semantic.model)
+    with _sigterm_exits():
+        if http:
+            anyio.run(_serve_http, server, port)
+        else:
+            anyio.run(server.run_stdio_async)
     return 0

@@ -9,9 +9,9 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from mempager.config import PagerConfig
+from mempager.fence import neutralize
 from mempager.lanes.fusion import Cut, is_current
 from mempager.lanes.retrieval import Retriever
-from mempager.paging.fence import neutralize
 from mempager.paging.page import (
     AVOID_HEADER,
     FENCE_TOKENS,
@@ -25,7 +25,7 @@ from mempager.paging.page import (
     snippet_report,
 )
 from mempager.paging.pinned import PinnedBlock, build_pinned, hard_constraints, select_profile
-from mempager.procedural.patterns import Pattern
+from mempager.patterns import Pattern
 from mempager.procedural.procedures import Procedures
 from mempager.protocols import Store
 from mempager.types import MemoryType

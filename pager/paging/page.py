@@ -8,14 +8,13 @@ what came in, from which lane, with which score, and what was cut and why.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any
 
-from mempager.paging.fence import FENCE_CLOSE, FENCE_OPEN, neutralize
+from mempager.fence import FENCE_CLOSE, FENCE_OPEN, neutralize, render_snippet
 from mempager.lanes.fusion import Cut
-from mempager.procedural.patterns import Pattern
-from mempager.paging.pinned import PinnedBlock
 from mempager.lanes.salience import SalienceBreakdown
+from mempager.paging.pinned import PinnedBlock
+from mempager.patterns import Pattern
 from mempager.types import Snippet
 
 MEMORY_HEADER = (
@@ -108,20 +107,6 @@ def snippet_report(snippet: Snippet, salience: SalienceBreakdown | None = None) 
         lanes={k: {"rank": h.rank, "score": round(h.score, 6)} for k, h in snippet.lanes.items()},
         salience=parts,
     )
-
-
-def render_line(created_at: datetime, source: str, uri: str, text: str, truncated: bool = False) -> str:
-    """One memory as one line, its provenance first: time, source, uri (which names the type).
-
-    The packer charges exactly this line, so a budget holds for the page as rendered. The type
-    is not repeated before the uri: on short memories those tokens cost lines.
-    """
-    mark = " · truncated" if truncated else ""
-    return f"- [{created_at:%Y-%m-%d %H:%M} · {source}{mark} · {uri}] " + neutralize(text)
-
-
-def render_snippet(snippet: Snippet) -> str:
-    return render_line(snippet.created_at, snippet.source.value, snippet.uri, snippet.text, snippet.truncated)
 
 
 @dataclass(frozen=True, slots=True)

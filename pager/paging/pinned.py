@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from mempager.paging.fence import neutralize
+from mempager.fence import neutralize
 from mempager.lanes.fusion import is_current
-from mempager.paging.tokens import truncate_tokens
+from mempager.tokens import truncate_tokens
 from mempager.types import Memory, MemoryType
 from mempager.validate import normalize
 

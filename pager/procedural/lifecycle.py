@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from mempager.config import PagerConfig
-from mempager.procedural.patterns import Pattern
+from mempager.patterns import Pattern
 from mempager.validate import parse_time
 
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound
+from mempager.patterns import Pattern, PatternSpec
 from mempager.procedural import lifecycle
-from mempager.procedural.patterns import Pattern, PatternSpec
 from mempager.procedural.review import ReviewQueue
 from mempager.protocols import Embedder, Store
 from mempager.types import Memory, MemoryType, NewMemory, PutResult

@@ -12,8 +12,8 @@ from typing import Any
 
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound
+from mempager.patterns import Pattern, PatternSpec
 from mempager.procedural import lifecycle
-from mempager.procedural.patterns import Pattern, PatternSpec
 from mempager.protocols import Store
 from mempager.store.journal import Deprecate, ReviewItem
 from mempager.types import MemoryType, NewMemory, PutResult, Scope, Source

@@ -8,33 +8,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
+from mempager.types import AuditEntry, AuditReport
+
 GENESIS = "0" * 64
-
-
-@dataclass(frozen=True, slots=True)
-class AuditEntry:
-    seq: int
-    at: datetime
-    actor: str
-    op: str  # remember | reinforce | update | feedback | forget | migration | review
-    uri: str
-    content_hash: str
-    prev_hash: str
-    hash: str
-
-
-@dataclass(frozen=True, slots=True)
-class AuditReport:
-    ok: bool
-    checked: int
-    first_broken: int | None
-    reason: str
 
 
 def _stamp(at: datetime) -> str:

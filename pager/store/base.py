@@ -14,10 +14,10 @@ from typing import Any
 
 import duckdb
 
-from mempager.store.audit import GENESIS, AuditEntry, chain
-from mempager.store.audit import insert as insert_audit
 from mempager.errors import StoreError, StoreFull, StoreLocked
-from mempager.types import Memory, MemoryType, Scope, Source
+from mempager.store.audit import GENESIS, chain
+from mempager.store.audit import insert as insert_audit
+from mempager.types import AuditEntry, Memory, MemoryType, Scope, Source
 from mempager.validate import make_uri
 
 log = logging.getLogger("mempager.store")

@@ -19,13 +19,13 @@ import duckdb
 import numpy as np
 
 from mempager.errors import InvalidInput, MemoryNotFound, StoreError, StoreLocked
-from mempager.store.migrations import migrate
 from mempager.protocols import SalienceParams
 from mempager.store.base import MEMORY_COLUMNS, DuckBase, naive_utc, row_to_memory, translate
 from mempager.store.journal import JournalMixin
+from mempager.store.migrations import migrate
+from mempager.store.mirror import ActorTable
 from mempager.store.reads import SqlReadsMixin
 from mempager.store.vectors import VectorsMixin
-from mempager.store.mirror import ActorTable
 from mempager.types import LabelArray, Memory, MemoryType, NewMemory, PutResult, Source
 from mempager.validate import content_hash, make_uri, normalize, to_utc
 

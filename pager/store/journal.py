@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from mempager.store.audit import AuditEntry, AuditReport
-from mempager.store.audit import verify as verify_chain
 from mempager.errors import InvalidInput, MemoryNotFound
+from mempager.store.audit import verify as verify_chain
 from mempager.store.base import aware, naive_utc
-from mempager.types import Memory, NewMemory, PutResult
+from mempager.types import AuditEntry, AuditReport, Memory, NewMemory, PutResult
 from mempager.validate import content_hash
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from mempager.errors import InvalidInput
 from mempager.lanes.retrieval import Retriever
-from mempager.procedural.patterns import PatternSpec
+from mempager.patterns import PatternSpec
 from mempager.protocols import Store
 from mempager.store.duckdb import dedup_key_of
 from mempager.types import Memory, MemoryType, NewMemory

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mempager.errors import DimensionMismatch, IndexStale, InvalidInput
 from mempager.index.exact import ExactIndex
 from mempager.index.hnsw import HnswIndex
-from mempager.errors import DimensionMismatch, IndexStale, InvalidInput
 from mempager.protocols import VectorIndex
 
 DIM = 16

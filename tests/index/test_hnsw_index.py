@@ -10,10 +10,10 @@ import hnswlib
 import numpy as np
 import pytest
 
+from mempager.errors import ConfigError, IndexStale, InvalidInput, NonFiniteVector
 from mempager.index.exact import ExactIndex
 from mempager.index.hnsw import HnswIndex
 from mempager.index.manifest import MANIFEST_NAME, Manifest, read_manifest
-from mempager.errors import ConfigError, IndexStale, InvalidInput, NonFiniteVector
 
 MakeVectors = Callable[..., np.ndarray]
 

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mempager.index.lexical as lexical
+from mempager.errors import InvalidInput
 from mempager.index.lexical import LexicalIndex
 from mempager.index.tokenize import TokenizerConfig
-from mempager.errors import InvalidInput
 
 DOCS = {
     1: "The deploy to staging failed because the vault key expired",

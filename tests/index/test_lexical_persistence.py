@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from mempager.errors import IndexStale, InvalidInput
 from mempager.index.lexical import MANIFEST, LexicalIndex
 from mempager.index.tokenize import TokenizerConfig
-from mempager.errors import IndexStale, InvalidInput
 
 TEXTS = {
     3: "Deploy to staging failed: the vault key expired",

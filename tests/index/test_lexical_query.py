@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from mempager.errors import InvalidInput
 from mempager.index.lexical import LexicalIndex, QuerySyntaxError, QueryTooBroad
 from mempager.index.lexquery import MAX_PREFIX_TERMS, And, Not, Or, Phrase, Prefix, Term, parse_query
-from mempager.errors import InvalidInput
 
 CORPUS = {
     1: "Deploy to staging failed: the vault key expired",

@@ -182,7 +182,7 @@ def test_unusable_store_fails_fast_with_one_clear_line(tmp_path: Path) -> None:
 
 def test_missing_sdk_is_one_line_naming_the_extra(tmp_path: Path) -> None:
     # sys.modules["mcp"] = None makes `import mcp` fail exactly as it does when the SDK is absent
-    code = ("import sys; sys.modules['mcp'] = None\nfrom pager.cli import main\n"
+    code = ("import sys; sys.modules['mcp'] = None\nfrom mempager.cli.main import main\n"
             f"sys.exit(main({serve_argv(tmp_path / 's.duckdb')[2:]!r}))")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=child_env(), capture_output=True,
                           text=True, timeout=60)

@@ -11,7 +11,7 @@ import pytest
 
 import mempager
 from mempager import PagerConfig, PatternSpec
-from mempager.store.audit import AuditEntry
+from mempager.types import AuditEntry
 
 
 def test_every_mutation_appends_a_chained_entry(store_path: Path) -> None:

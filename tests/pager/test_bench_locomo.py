@@ -37,7 +37,7 @@ def test_bench_cli_writes_results(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "locomo [" in proc.stderr  # progress shown
+    assert "locomo:" in proc.stderr and "item" in proc.stderr  # progress shown (tqdm)
     result = json.loads((tmp_path / "locomo.json").read_text())
     configs = result["configurations"]
     default = next(n for n in configs if n.startswith("fused") and n.endswith("default)"))

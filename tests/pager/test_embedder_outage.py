@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 import mempager
-from mempager.embedders import HashEmbedder
-from mempager.embedders.testing import EmbeddingServer, Reply
 from mempager import PagerConfig
 from mempager.core import Pager
+from mempager.embedders import HashEmbedder
+from mempager.embedders.testing import EmbeddingServer, Reply
 from mempager.types import FloatMatrix, Role
 
 from ..embedders.conftest import MODEL, TOKEN, closed_port, hash_server  # noqa: F401 - fixtures reused

@@ -10,7 +10,7 @@ import pytest
 
 import mempager
 from mempager import PagerConfig, PatternSpec
-from mempager.paging.fence import FENCE_CLOSE, FENCE_OPEN, neutralize
+from mempager.fence import FENCE_CLOSE, FENCE_OPEN, neutralize
 from mempager.paging.page import MEMORY_HEADER
 
 OVERRIDES = [

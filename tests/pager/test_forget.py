@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import mempager
-from mempager.embedders.hashing import HashEmbedder
 from mempager import MemoryNotFound, PagerConfig, PatternSpec
+from mempager.embedders.hashing import HashEmbedder
 from mempager.types import FloatMatrix, Role
 
 CANARY = "CANARY-9d41f7 the user's passport number is X1234567"

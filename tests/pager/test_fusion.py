@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 import mempager
 from mempager import PagerConfig, PatternSpec, estimate_tokens
 from mempager.lanes.fusion import Cut, fuse_scores
-from mempager.paging.page import render_snippet
 from mempager.lanes.salience import params_from_config
-from mempager.paging.tokens import is_high_entropy
+from mempager.paging.page import render_snippet
+from mempager.tokens import is_high_entropy
 
 
 def test_each_lane_alone_can_reach_the_page(store_path: Path) -> None:

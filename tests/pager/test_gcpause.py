@@ -12,8 +12,8 @@ import pytest
 import mempager
 from mempager import PagerConfig
 from mempager.errors import InvalidInput
-from mempager.writing.gcpause import collector_paused
 from mempager.types import Memory
+from mempager.writing.gcpause import collector_paused
 from mempager.writing.writeback import GC_PAUSE_FROM
 
 HASH = PagerConfig(embedder="hash")

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mempager import InvalidInput, PatternSpec
-from mempager.procedural.patterns import PREFIX
+from mempager.patterns import PREFIX
 
 words = st.text(min_size=0, max_size=40)
 lists = st.lists(st.text(max_size=30), max_size=5).map(tuple)

@@ -200,7 +200,7 @@ def assert_unembedded_memory_is_reachable(p: mempager.Pager, model: str) -> None
 
 
 MIGRATE = """
-import sys, pager
+import sys, mempager
 p = mempager.open(sys.argv[1], actor="neo", config=mempager.PagerConfig(embedder="local", embed_batch_size=32))
 print("open", flush=True)
 p.reembed(progress=lambda done, total: print("progress", done, flush=True))

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from mempager.errors import SchemaTooNew, StoreLocked
-from mempager.store.migrations import LATEST
 from mempager.store.duckdb import DuckDBStore
+from mempager.store.migrations import LATEST
 
 
 def test_migrations_recorded_and_newer_schema_refused(tmp_path: Path) -> None:

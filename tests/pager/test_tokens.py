@@ -5,7 +5,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mempager.paging.tokens import TRUNCATION_MARKER, estimate_tokens, is_high_entropy, truncate_tokens
+from mempager.tokens import TRUNCATION_MARKER, estimate_tokens, is_high_entropy, truncate_tokens
 
 HIGH = ["0xdeadbeefcafebabe", "a3f9c2e1b7d4e5f6a7b8", "src/app/main.py", "v1.2.3-rc4",
         "550e8400-e29b-41d4-a716-446655440000", "https://example.com/x?y=1"]

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import mempager
-from mempager.index.hnsw import HnswIndex
 from mempager import PagerError
+from mempager.index.hnsw import HnswIndex
 from mempager.validate import normalize
 
 from .conftest import HASH, assert_index_consistent, record, scratch_dir

@@ -34,8 +34,8 @@ from hypothesis.stateful import (
 )
 
 import mempager
-from mempager.embedders.hashing import HashEmbedder
 from mempager import InvalidInput, MemoryNotFound, PatternSpec
+from mempager.embedders.hashing import HashEmbedder
 from mempager.types import MemoryType
 
 from .conftest import HASH, assert_index_consistent, record, timed

@@ -9,9 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mempager.store.audit import AuditEntry
 from mempager.errors import InvalidInput, MemoryNotFound
-from mempager.types import Memory, MemoryType, NewMemory
+from mempager.types import AuditEntry, Memory, MemoryType, NewMemory
 from mempager.validate import content_hash
 
 from .conftest import is_pg, raw_sql

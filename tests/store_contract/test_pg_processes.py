@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 
 import mempager
-from mempager.embedders import HashEmbedder
 from mempager import MemoryNotFound, PagerConfig
+from mempager.embedders import HashEmbedder
 from mempager.store.pg import open_pg_store
 from mempager.store.pg.migrations import LATEST
 from mempager.types import MemoryType, NewMemory
@@ -58,7 +58,7 @@ def test_four_writers_overlapping_texts_dedup_exactly(pg_url: str) -> None:
 
 
 REMEMBERER = """
-import sys, pager
+import sys, mempager
 p = mempager.open(sys.argv[1], actor="neo", config=mempager.PagerConfig(embedder="hash"))
 for i in range(25):
     print(p.remember_fact(f"observation {i} mentions the token zq{i}x"), flush=True)
@@ -158,7 +158,7 @@ def test_server_restart_mid_run_loses_nothing_acknowledged(pg_url: str, pg_serve
 
 
 ALICE = """
-import sys, pager
+import sys, mempager
 p = mempager.open(sys.argv[1], actor="alice", config=mempager.PagerConfig(embedder="hash"))
 uri = p.remember_fact("alice's launch code is 7731-orchid")
 p.add_rule("alice never shares the launch code")
@@ -187,7 +187,7 @@ def test_actor_isolation_across_processes(pg_url: str) -> None:
 
 
 EMBEDDER = """
-import json, sys, pager
+import json, sys, mempager
 from mempager.embedders import HashEmbedder
 
 class Counting(HashEmbedder):

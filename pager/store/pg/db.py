@@ -26,12 +26,13 @@ from psycopg import sql
 from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from mempager.store.audit import AuditEntry, chain
 from mempager.errors import PagerError, StoreError
+from mempager.store.audit import chain
 from mempager.store.pg.errors import connection_lost, translate
 from mempager.store.pg.migrations import extension_schema, migrate
 from mempager.store.pg.options import PgOptions
 from mempager.store.pg.vectype import register
+from mempager.types import AuditEntry
 
 log = logging.getLogger("mempager.pgstore")
 

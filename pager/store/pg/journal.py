@@ -9,14 +9,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from mempager.store.audit import AuditEntry, AuditReport
-from mempager.store.audit import verify as verify_chain
 from mempager.errors import InvalidInput, MemoryNotFound
+from mempager.store.audit import verify as verify_chain
 from mempager.store.journal import Deprecate, ReviewItem, purge_audit, redact, referring
-from mempager.types import Memory, NewMemory, PutResult
-from mempager.validate import content_hash
 from mempager.store.pg.db import AuditRow, Conn, Db
 from mempager.store.pg.rows import maybe_utc, utc
+from mempager.types import AuditEntry, AuditReport, Memory, NewMemory, PutResult
+from mempager.validate import content_hash
 
 log = logging.getLogger("mempager.pgstore")
 _AUDIT_COLUMNS = "seq, recorded_at, actor, op, uri, content_hash, prev_hash, hash"

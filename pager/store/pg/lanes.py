@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mempager.errors import EmbedderError
-from mempager.procedural.patterns import text_for_index
+from mempager.patterns import text_for_index
 from mempager.protocols import Embedder
 from mempager.types import FloatMatrix, LabelArray, Memory
 

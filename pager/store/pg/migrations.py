@@ -13,8 +13,8 @@ from typing import Any
 
 from psycopg import sql
 
-from mempager.store.audit import GENESIS
 from mempager.errors import SchemaTooNew
+from mempager.store.audit import GENESIS
 
 # One lock for every mempager schema in a database: CREATE EXTENSION is per database.
 MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('mempager.migrate'))"

@@ -13,10 +13,10 @@ import numpy as np
 
 from mempager.errors import InvalidInput
 from mempager.protocols import SalienceParams
-from mempager.types import LabelArray, Memory, MemoryType, Source
-from mempager.validate import make_uri
 from mempager.store.pg.db import Db
 from mempager.store.pg.rows import MEMORY_COLUMNS, row_to_memory, utc
+from mempager.types import LabelArray, Memory, MemoryType, Source
+from mempager.validate import make_uri
 
 _ORDERS = {
     "newest": "created_at DESC, label DESC",

@@ -26,8 +26,6 @@ from psycopg.conninfo import conninfo_to_dict
 
 from mempager.errors import ConfigError, InvalidInput, MemoryNotFound, StoreError
 from mempager.store.duckdb import dedup_key_of
-from mempager.types import Memory, NewMemory, PutResult, Source
-from mempager.validate import content_hash
 from mempager.store.pg.db import AuditRow, Conn, Db
 from mempager.store.pg.errors import reject_nul
 from mempager.store.pg.journal import JournalMixin
@@ -37,6 +35,8 @@ from mempager.store.pg.rows import MEMORY_COLUMNS, row_to_memory, utc
 from mempager.store.pg.rows import maybe_utc as _maybe_utc
 from mempager.store.pg.upsert import BUMP, UPSERT, Key, plan
 from mempager.store.pg.vectors import VectorsMixin
+from mempager.types import Memory, NewMemory, PutResult, Source
+from mempager.validate import content_hash
 
 log = logging.getLogger("mempager.pgstore")
 ChangeListener = Callable[[Sequence[Memory], Sequence[int]], None]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mempager.types import NewMemory
 from mempager.store.pg.rows import MEMORY_COLUMNS
+from mempager.types import NewMemory
 
 Key = tuple[str, str, str]
 

@@ -23,11 +23,11 @@ from psycopg import sql
 
 from mempager.errors import DimensionMismatch, InvalidInput, NonFiniteVector, StoreError
 from mempager.protocols import PendingItem, PendingStats
-from mempager.types import FloatMatrix, LabelArray
 from mempager.store.pg.db import AuditRow, Conn, Db
 from mempager.store.pg.options import PgOptions
 from mempager.store.pg.rows import maybe_utc
 from mempager.store.pg.vectype import PgVector, rows
+from mempager.types import FloatMatrix, LabelArray
 
 _MODEL_LOCK = "SELECT pg_advisory_xact_lock(hashtext('mempager.model'), hashtext(%s))"
 _PUT = """

@@ -39,8 +39,12 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(),
-            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+    }
 
 
 def peak_rss_mib() -> float:
@@ -49,10 +53,11 @@ def peak_rss_mib() -> float:
 
 def percentiles(samples_ms: Sequence[float]) -> dict[str, float]:
     ordered = sorted(samples_ms)
+
     def at(q: float) -> float:
         return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 4)
-    return {"p50_ms": round(statistics.median(ordered), 4), "p95_ms": at(0.95), "p99_ms": at(0.99),
-            "n": len(ordered)}
+
+    return {"p50_ms": round(statistics.median(ordered), 4), "p95_ms": at(0.95), "p99_ms": at(0.99), "n": len(ordered)}
 
 
 def time_calls(fn: Callable[[], object], repeat: int, warmup: int = 5) -> list[float]:
@@ -85,12 +90,21 @@ def write_results(name: str, data: dict[str, Any], table: str, extra_versions: S
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     code = git_state()
-    payload = {"benchmark": name, "date": stamp, "machine": machine(), "versions": versions(*extra_versions),
-               "code": code, "load_average_at_write": [round(x, 2) for x in os.getloadavg()], **data}
+    payload = {
+        "benchmark": name,
+        "date": stamp,
+        "machine": machine(),
+        "versions": versions(*extra_versions),
+        "code": code,
+        "load_average_at_write": [round(x, 2) for x in os.getloadavg()],
+        **data,
+    }
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     m = payload["machine"]
     dirty = f" (uncommitted changes in {', '.join(code['uncommitted'])})" if code["uncommitted"] else ""
-    header = (f"# {name}\n\n{stamp} · commit {code['commit']}{dirty} · {m['cpu']} · {m['cores']} cores · "
-              f"{m['memory_gib']} GiB · " + " · ".join(f"{k} {v}" for k, v in payload["versions"].items()) + "\n\n")
+    header = (
+        f"# {name}\n\n{stamp} · commit {code['commit']}{dirty} · {m['cpu']} · {m['cores']} cores · "
+        f"{m['memory_gib']} GiB · " + " · ".join(f"{k} {v}" for k, v in payload["versions"].items()) + "\n\n"
+    )
     (RESULTS / f"{name}.md").write_text(header + table.strip() + "\n")
     return RESULTS / f"{name}.json"

@@ -61,8 +61,12 @@ def single_queries(embedder: LocalEmbedder | HttpEmbedder, queries: Sequence[str
     return time_calls(lambda: embedder.embed([next(texts)], role="query"), repeat=len(queries))
 
 
-def paired(a: Callable[[Sequence[str]], object], b: Callable[[Sequence[str]], object],
-           inputs: Sequence[Sequence[str]], repeat: int) -> tuple[list[float], list[float]]:
+def paired(
+    a: Callable[[Sequence[str]], object],
+    b: Callable[[Sequence[str]], object],
+    inputs: Sequence[Sequence[str]],
+    repeat: int,
+) -> tuple[list[float], list[float]]:
     """Seconds of ``a`` and ``b`` on each input, back to back: the pair shares whatever load the
     machine has at that moment, so their ratio stays meaningful on a busy box."""
     times_a, times_b = [], []
@@ -77,8 +81,9 @@ def bench_local_and_http(
     local: LocalEmbedder, texts: Sequence[str], queries: Sequence[str], repeat: int
 ) -> dict[str, Any]:
     with EmbeddingServer(local, model="all-MiniLM-L6-v2") as server:
-        http = HttpEmbedder.provider(server.url, model="all-MiniLM-L6-v2", dim=local.dim,
-                                     options=HttpOptions(batch_size=BATCH))
+        http = HttpEmbedder.provider(
+            server.url, model="all-MiniLM-L6-v2", dim=local.dim, options=HttpOptions(batch_size=BATCH)
+        )
         local.embed(texts[:BATCH])  # warm both paths
         http.embed(texts[:BATCH])
         chunks = [texts[i : i + BATCH] for i in range(0, len(texts), BATCH)]
@@ -117,21 +122,21 @@ def table(r: dict[str, Any]) -> str:
     http_q, direct_q = http["single_query_http"], http["single_query_direct"]
     trip = r["hash"]["http_round_trip"]
     return f"""
-Texts: {r['n_texts']} {r['corpus']} (mean {r['mean_chars']} chars); batch {BATCH}; {r['torch_threads']} torch threads.
+Texts: {r["n_texts"]} {r["corpus"]} (mean {r["mean_chars"]} chars); batch {BATCH}; {r["torch_threads"]} torch threads.
 
 | metric | value |
 |---|---|
-| local `st:all-MiniLM-L6-v2` throughput (direct) | {loc['throughput_texts_per_s']:,} texts/s |
-| local single query p50 / p95 | {q['p50_ms']:.2f} / {q['p95_ms']:.2f} ms |
-| HTTP (127.0.0.1 server, same model) throughput | {http['batch_http_texts_per_s']:,} texts/s |
-| batch time ratio HTTP / direct (median of paired batches) | {http['batch_time_ratio_http_over_direct']}× |
-| single query p50 HTTP / direct | {http_q['p50_ms']:.2f} / {direct_q['p50_ms']:.2f} ms |
-| HTTP single-query overhead (median of paired differences) | {http['single_query_overhead_p50_ms']:.2f} ms |
-| HTTP round trip alone (hash-backed server) p50 / p95 | {trip['p50_ms']:.2f} / {trip['p95_ms']:.2f} ms |
-| hash `hash-v2-384` throughput | {r['hash']['throughput_texts_per_s']:,} texts/s |
-| model load (torch import + weights + sha256) | {r['load_s']:.2f} s |
+| local `st:all-MiniLM-L6-v2` throughput (direct) | {loc["throughput_texts_per_s"]:,} texts/s |
+| local single query p50 / p95 | {q["p50_ms"]:.2f} / {q["p95_ms"]:.2f} ms |
+| HTTP (127.0.0.1 server, same model) throughput | {http["batch_http_texts_per_s"]:,} texts/s |
+| batch time ratio HTTP / direct (median of paired batches) | {http["batch_time_ratio_http_over_direct"]}× |
+| single query p50 HTTP / direct | {http_q["p50_ms"]:.2f} / {direct_q["p50_ms"]:.2f} ms |
+| HTTP single-query overhead (median of paired differences) | {http["single_query_overhead_p50_ms"]:.2f} ms |
+| HTTP round trip alone (hash-backed server) p50 / p95 | {trip["p50_ms"]:.2f} / {trip["p95_ms"]:.2f} ms |
+| hash `hash-v2-384` throughput | {r["hash"]["throughput_texts_per_s"]:,} texts/s |
+| model load (torch import + weights + sha256) | {r["load_s"]:.2f} s |
 
-peak RSS {r['peak_rss_mib']} MiB; 1-min load average before / after: {r['load_before']} / {r['load_after']}
+peak RSS {r["peak_rss_mib"]} MiB; 1-min load average before / after: {r["load_before"]} / {r["load_after"]}
 (other work on the machine slows everything here; compare ratios from one run, not absolutes across runs)
 """
 
@@ -152,8 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     result = {
-        "corpus": corpus, "n_texts": len(texts), "mean_chars": round(sum(map(len, texts)) / len(texts), 1),
-        "torch_threads": torch.get_num_threads(), "load_s": round(load_s, 3),
+        "corpus": corpus,
+        "n_texts": len(texts),
+        "mean_chars": round(sum(map(len, texts)) / len(texts), 1),
+        "torch_threads": torch.get_num_threads(),
+        "load_s": round(load_s, 3),
         **bench_local_and_http(local, texts, queries, args.repeat),
         "hash": bench_hash(texts, queries, args.repeat),
         "peak_rss_mib": peak_rss_mib(),

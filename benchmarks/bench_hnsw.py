@@ -42,8 +42,10 @@ def locomo_texts(path: Path) -> tuple[list[str], list[str]]:
     questions: list[str] = []
     for sample in json.loads(path.read_text()):
         conversation = sample["conversation"]
-        sessions = sorted((k for k, v in conversation.items() if k.startswith("session_") and isinstance(v, list)),
-                          key=lambda k: int(k.split("_")[1]))
+        sessions = sorted(
+            (k for k, v in conversation.items() if k.startswith("session_") and isinstance(v, list)),
+            key=lambda k: int(k.split("_")[1]),
+        )
         for key in sessions:
             turns.extend(f"{turn['speaker']}: {turn['text']}" for turn in conversation[key])
         questions.extend(str(qa["question"]) for qa in sample["qa"])
@@ -74,7 +76,7 @@ def tile(base: np.ndarray, n: int, sigma: float, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     out = base[np.arange(n) % len(base)].copy()
     if n > len(base):
-        out[len(base):] += rng.normal(0.0, sigma, size=(n - len(base), base.shape[1])).astype(np.float32)
+        out[len(base) :] += rng.normal(0.0, sigma, size=(n - len(base), base.shape[1])).astype(np.float32)
     out /= np.linalg.norm(out, axis=1, keepdims=True)
     return out
 
@@ -83,7 +85,7 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> list[set[int]
     """Brute-force top-k by cosine, in query batches so the score matrix stays small."""
     out: list[set[int]] = []
     for start in range(0, len(queries), 256):
-        scores = queries[start:start + 256] @ vectors.T
+        scores = queries[start : start + 256] @ vectors.T
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         out.extend(set(row.tolist()) for row in top)
     return out
@@ -123,8 +125,10 @@ def bench_size(n: int, docs: np.ndarray, queries: np.ndarray, sigma: float, work
     for ef in EF_SWEEP:  # the recall/latency trade-off the owner can tune with ``index.ef``
         index.ef = ef
         found = [{(label - 1) // 7 for label, _ in index.search(q, K)} for q in queries]
-        sweep[str(ef)] = {"recall_at_10": round(recall_at_k(truth, found), 4),
-                          "search_p50_ms": percentiles(timed_ms(lambda q: index.search(q, K), queries))["p50_ms"]}
+        sweep[str(ef)] = {
+            "recall_at_10": round(recall_at_k(truth, found), 4),
+            "search_p50_ms": percentiles(timed_ms(lambda q: index.search(q, K), queries))["p50_ms"],
+        }
     index.ef = 64
     recall = sweep["64"]["recall_at_10"]
 
@@ -140,11 +144,19 @@ def bench_size(n: int, docs: np.ndarray, queries: np.ndarray, sigma: float, work
     same = all(opened.search(q, K) == index.search(q, K) for q in queries[:100])
 
     return {
-        "n": n, "build_s": round(build_s, 2), "search": percentiles(wrapped), "raw_knn_query": percentiles(raw),
+        "n": n,
+        "build_s": round(build_s, 2),
+        "search": percentiles(wrapped),
+        "raw_knn_query": percentiles(raw),
         "overhead_ratio_p50": round(float(np.median(wrapped) / np.median(raw)), 2),
-        "filtered_search_50pct": percentiles(filtered), "recall_at_10": round(recall, 4),
-        "ef_sweep": sweep, "save_s": round(save_s, 3), "saved_mib": round(size_mib, 1), **opens,
-        "cold_open_vs_rebuild": round(opens["open_cold_s"] / build_s, 4), "reopened_results_identical": same,
+        "filtered_search_50pct": percentiles(filtered),
+        "recall_at_10": round(recall, 4),
+        "ef_sweep": sweep,
+        "save_s": round(save_s, 3),
+        "saved_mib": round(size_mib, 1),
+        **opens,
+        "cold_open_vs_rebuild": round(opens["open_cold_s"] / build_s, 4),
+        "reopened_results_identical": same,
         "peak_rss_mib_after": peak_rss_mib(),
     }
 
@@ -185,12 +197,18 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['recall_at_10']:.4f} | {r['save_s']} | {r['open_cold_s']} / {r['open_warm_s']} | "
             f"{r['checksum_warm_s']} | {r['saved_mib']} | {r['peak_rss_mib_after']} |"
         )
-    lines += ["", "Recall@10 / search p50 ms by `ef` (default 64):", "",
-              "| vectors | " + " | ".join(f"ef={ef}" for ef in EF_SWEEP) + " |",
-              "|---|" + "---|" * len(EF_SWEEP)]
+    lines += [
+        "",
+        "Recall@10 / search p50 ms by `ef` (default 64):",
+        "",
+        "| vectors | " + " | ".join(f"ef={ef}" for ef in EF_SWEEP) + " |",
+        "|---|" + "---|" * len(EF_SWEEP),
+    ]
     for r in rows:
-        cells = [f"{r['ef_sweep'][str(ef)]['recall_at_10']:.4f} / {r['ef_sweep'][str(ef)]['search_p50_ms']:.3f}"
-                 for ef in EF_SWEEP]
+        cells = [
+            f"{r['ef_sweep'][str(ef)]['recall_at_10']:.4f} / {r['ef_sweep'][str(ef)]['search_p50_ms']:.3f}"
+            for ef in EF_SWEEP
+        ]
         lines.append(f"| {r['n']:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -220,11 +238,22 @@ def main() -> None:
         f"Machine load (1-min average) before/after: {load_before:.2f} / {os.getloadavg()[0]:.2f} on "
         f"{os.cpu_count()} cores: other work shared the CPU, so tails (p95+) are noisy."
     )
-    params = {"sizes": args.sizes, "sigma": args.sigma, "k": K, "queries": len(queries), "real_vectors": len(docs),
-              "model": MODEL, "index": {"M": 16, "ef_construction": 200, "ef": 64},
-              "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
-    path = write_results("hnsw", {"params": params, "results": rows}, table(rows) + notes,
-                         extra_versions=("sentence-transformers", "torch"))
+    params = {
+        "sizes": args.sizes,
+        "sigma": args.sigma,
+        "k": K,
+        "queries": len(queries),
+        "real_vectors": len(docs),
+        "model": MODEL,
+        "index": {"M": 16, "ef_construction": 200, "ef": 64},
+        "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }
+    path = write_results(
+        "hnsw",
+        {"params": params, "results": rows},
+        table(rows) + notes,
+        extra_versions=("sentence-transformers", "torch"),
+    )
     print(f"wrote {path}")
 
 

@@ -92,8 +92,9 @@ def synthetic(turns: list[str], n: int, seed: int = 5) -> list[str]:
     out = []
     for i in range(n):
         a, b = rng.choice(turns).split(), rng.choice(turns).split()
-        out.append(" ".join(a[: len(a) // 2 + 1] + b[len(b) // 2 :]) + f" (ref {rng.getrandbits(32):08x}, "
-                   f"v{i % 7}.{i % 13})")
+        out.append(
+            " ".join(a[: len(a) // 2 + 1] + b[len(b) // 2 :]) + f" (ref {rng.getrandbits(32):08x}, v{i % 7}.{i % 13})"
+        )
     return out
 
 
@@ -107,9 +108,14 @@ def speed(texts: list[str], questions: list[str], repeat: int) -> dict[str, Any]
     search = percentiles(time_calls(lambda: index.search(next(queries), 50), repeat=repeat, warmup=50))
     syntax = iter(syntax_queries(texts))
     match = percentiles(time_calls(lambda: index.match(next(syntax)), repeat=600, warmup=10))
-    out: dict[str, Any] = {"docs": n, "build_s": round(build_s, 3), "build_cpu_s": round(build_cpu_s, 3),
-                           "build_docs_per_s": round(n / build_s),
-                           "search_k50": search, "match": match}
+    out: dict[str, Any] = {
+        "docs": n,
+        "build_s": round(build_s, 3),
+        "build_cpu_s": round(build_cpu_s, 3),
+        "build_docs_per_s": round(n / build_s),
+        "search_k50": search,
+        "match": match,
+    }
     if n >= 50_000:
         out.update(writes(index, texts))
     return out
@@ -119,8 +125,7 @@ def syntax_queries(texts: list[str]) -> list[str]:
     """Explicit-recall queries over words of the corpus: AND pairs, two-word phrases, prefix minus a word."""
     words = re.findall(r"[a-z]{5,}", " ".join(texts[:2000]).lower())[:400]
     pairs = list(zip(words, words[1:], strict=False))
-    return ([f"{a} {b}" for a, b in pairs[::2]] + [f'"{a} {b}"' for a, b in pairs]
-            + [f"{a[:5]}* -{b}" for a, b in pairs])
+    return [f"{a} {b}" for a, b in pairs[::2]] + [f'"{a} {b}"' for a, b in pairs] + [f"{a[:5]}* -{b}" for a, b in pairs]
 
 
 def writes(index: LexicalIndex, texts: list[str]) -> dict[str, Any]:
@@ -149,10 +154,16 @@ def writes(index: LexicalIndex, texts: list[str]) -> dict[str, Any]:
         loaded.load(Path(d), expect_meta={"bench": True})
         load_s = time.perf_counter() - start
     assert loaded.search("When did Caroline go to the support group?", 50) == index.search(
-        "When did Caroline go to the support group?", 50)
-    return {"single_add_per_s": round(add_rate), "replace_per_s": round(replace_rate),
-            "remove_per_s": round(remove_rate), "save_s": round(save_s, 3), "load_s": round(load_s, 3),
-            "saved_mib": round(size / 2**20, 1)}
+        "When did Caroline go to the support group?", 50
+    )
+    return {
+        "single_add_per_s": round(add_rate),
+        "replace_per_s": round(replace_rate),
+        "remove_per_s": round(remove_rate),
+        "save_s": round(save_s, 3),
+        "load_s": round(load_s, 3),
+        "saved_mib": round(size / 2**20, 1),
+    }
 
 
 def table(rec: dict[str, list[dict[str, Any]]], speeds: list[dict[str, Any]], load: str) -> str:
@@ -161,29 +172,48 @@ def table(rec: dict[str, list[dict[str, Any]]], speeds: list[dict[str, Any]], lo
     def cells(row: dict[str, Any]) -> str:
         return " | ".join(str(row.get(f"R@{k}", "")) for k in KS)
 
-    lines = [f"LoCoMo turn-level evidence recall, categories 1-4, {rec['tokenizer'][0]['questions']} questions, "
-             f"one index per conversation (k1={K1}, b={B} unless stated).", "",
-             "| tokenizer | " + head[2:], "|---|" + "---|" * len(KS),
-             f"| reference: {REFERENCE['retriever']} | | | {REFERENCE['R@5']} | {REFERENCE['R@10']} | "
-             f"{REFERENCE['R@20']} |"]
+    lines = [
+        f"LoCoMo turn-level evidence recall, categories 1-4, {rec['tokenizer'][0]['questions']} questions, "
+        f"one index per conversation (k1={K1}, b={B} unless stated).",
+        "",
+        "| tokenizer | " + head[2:],
+        "|---|" + "---|" * len(KS),
+        f"| reference: {REFERENCE['retriever']} | | | {REFERENCE['R@5']} | {REFERENCE['R@10']} | {REFERENCE['R@20']} |",
+    ]
     for r in rec["tokenizer"]:
         name = f"stem={r['stem']}, subtokens={'on' if r['subtokens'] else 'off'}" + (
-            "" if r["stopwords"] else ", no stopword removal")
+            "" if r["stopwords"] else ", no stopword removal"
+        )
         lines.append(f"| {name} | {cells(r)} |")
-    lines += ["", "BM25 parameters (default tokenizer: stem=light, subtokens on):", "",
-              "| k1 | b | " + head[2:], "|---|---|" + "---|" * len(KS)]
+    lines += [
+        "",
+        "BM25 parameters (default tokenizer: stem=light, subtokens on):",
+        "",
+        "| k1 | b | " + head[2:],
+        "|---|---|" + "---|" * len(KS),
+    ]
     lines += [f"| {r['k1']} | {r['b']} | {cells(r)} |" for r in rec["params"]]
-    lines += ["", f"Speed (synthetic corpus from LoCoMo turns, see the module docstring; load average {load}):", "",
-              "| docs | build s (CPU s) | search k=50 p50 ms | p95 ms | match p50 ms | p95 ms |",
-              "|---|---|---|---|---|---|"]
-    lines += [f"| {s['docs']:,} | {s['build_s']} ({s['build_cpu_s']}) | {s['search_k50']['p50_ms']} | "
-              f"{s['search_k50']['p95_ms']} | "
-              f"{s['match']['p50_ms']} | {s['match']['p95_ms']} |" for s in speeds]
+    lines += [
+        "",
+        f"Speed (synthetic corpus from LoCoMo turns, see the module docstring; load average {load}):",
+        "",
+        "| docs | build s (CPU s) | search k=50 p50 ms | p95 ms | match p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {s['docs']:,} | {s['build_s']} ({s['build_cpu_s']}) | {s['search_k50']['p50_ms']} | "
+        f"{s['search_k50']['p95_ms']} | "
+        f"{s['match']['p50_ms']} | {s['match']['p95_ms']} |"
+        for s in speeds
+    ]
     big = speeds[-1]
     if "single_add_per_s" in big:
-        lines += ["", f"At {big['docs']:,} docs: single-document add {big['single_add_per_s']:,}/s, replace "
-                  f"{big['replace_per_s']:,}/s, remove {big['remove_per_s']:,}/s; save {big['save_s']} s "
-                  f"({big['saved_mib']} MiB), load (verify + rebuild postings) {big['load_s']} s."]
+        lines += [
+            "",
+            f"At {big['docs']:,} docs: single-document add {big['single_add_per_s']:,}/s, replace "
+            f"{big['replace_per_s']:,}/s, remove {big['remove_per_s']:,}/s; save {big['save_s']} s "
+            f"({big['saved_mib']} MiB), load (verify + rebuild postings) {big['load_s']} s.",
+        ]
     return "\n".join([*lines, "", f"peak RSS {peak_rss_mib()} MiB"])
 
 
@@ -200,9 +230,18 @@ def main() -> None:
         speeds.append(speed(synthetic(turns, size), questions, args.queries))
         print("speed", speeds[-1], flush=True)
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-    write_results("lexical", {"recall": rec, "reference": REFERENCE, "speed": speeds, "load_average": load,
-                              "defaults": {"k1": K1, "b": B, "tokenizer": "stem=light, subtokens, stopwords"},
-                              "peak_rss_mib": peak_rss_mib()}, table(rec, speeds, load))
+    write_results(
+        "lexical",
+        {
+            "recall": rec,
+            "reference": REFERENCE,
+            "speed": speeds,
+            "load_average": load,
+            "defaults": {"k1": K1, "b": B, "tokenizer": "stem=light, subtokens, stopwords"},
+            "peak_rss_mib": peak_rss_mib(),
+        },
+        table(rec, speeds, load),
+    )
     print(table(rec, speeds, load))
 
 

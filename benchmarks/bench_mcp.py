@@ -31,16 +31,22 @@ from mempager import PagerConfig
 from ._common import percentiles, write_results
 
 GOAL = "ship billing release 2.4"
-WORDS = ("deploy release invoice billing test flaky vault key branch customer refund ticket latency "
-         "database index cache queue worker retry timeout alert dashboard rollback staging metric").split()
+WORDS = (
+    "deploy release invoice billing test flaky vault key branch customer refund ticket latency "
+    "database index cache queue worker retry timeout alert dashboard rollback staging metric"
+).split()
 TYPES = ("fact", "event", "preference", "fact", "event")
 
 
 def build_store(path: Path, n: int) -> None:
     rng = random.Random(11)
-    items = [{"type": TYPES[i % len(TYPES)],
-              "text": f"Note {i}: " + " ".join(rng.choice(WORDS) for _ in range(12)) + f" ref-{i:05d}."}
-             for i in range(n)]
+    items = [
+        {
+            "type": TYPES[i % len(TYPES)],
+            "text": f"Note {i}: " + " ".join(rng.choice(WORDS) for _ in range(12)) + f" ref-{i:05d}.",
+        }
+        for i in range(n)
+    ]
     with mempager.open(path, actor="bench", config=PagerConfig(embedder="hash")) as p:
         p.remember_many(items)
         p.add_rule("Never deploy on a red CI run.")
@@ -55,8 +61,17 @@ async def timed(fn: Callable[..., Awaitable[Any]], *args: Any) -> float:
 
 
 async def measure(store: Path, queries: list[str], warmup: int) -> dict[str, list[float]]:
-    args = ["-m", "mempager", "serve", "--store", str(store.with_name("served.duckdb")), "--actor", "bench",
-            "--embedder", "hash"]
+    args = [
+        "-m",
+        "mempager",
+        "serve",
+        "--store",
+        str(store.with_name("served.duckdb")),
+        "--actor",
+        "bench",
+        "--embedder",
+        "hash",
+    ]
     params = StdioServerParameters(command=sys.executable, args=args, env={"HF_HUB_OFFLINE": "1"})
     samples: dict[str, list[float]] = {"direct": [], "mcp": [], "ping": []}
     with mempager.open(store, actor="bench", config=PagerConfig(embedder="hash")) as p:
@@ -71,8 +86,11 @@ async def measure(store: Path, queries: list[str], warmup: int) -> dict[str, lis
                 assert not result.is_error, result.content
 
             for i, q in enumerate(queries):
-                times = {"direct": await timed(direct, q), "mcp": await timed(via_mcp, q),
-                         "ping": await timed(session.send_ping)}
+                times = {
+                    "direct": await timed(direct, q),
+                    "mcp": await timed(via_mcp, q),
+                    "ping": await timed(session.send_ping),
+                }
                 for name, ms in times.items():
                     if i >= warmup:
                         samples[name].append(ms)
@@ -96,20 +114,41 @@ def main() -> None:
     ratio = {q: round(stats["mcp"][q] / stats["direct"][q], 2) for q in ("p50_ms", "p95_ms")}
     # paired by query: robust to load drifting during the run (the machine may be shared)
     overhead = round(statistics.median(m - d for m, d in zip(samples["mcp"], samples["direct"], strict=True)), 3)
-    rows = [f"| {label} | {stats[name]['p50_ms']} | {stats[name]['p95_ms']} | {stats[name]['n']} |"
-            for name, label in (("direct", "`Pager.page()` in process"), ("mcp", "`page` tool over MCP stdio"),
-                                ("ping", "MCP `ping` (bare round trip)"))]
-    table = "\n".join([
-        f"`page(goal, query)` on a store of {args.memories:,} memories (hash embedder), calls interleaved:", "",
-        "| path | p50 ms | p95 ms | n |", "|---|---|---|---|", *rows, "",
-        f"MCP / direct: p50 ×{ratio['p50_ms']}, p95 ×{ratio['p95_ms']}. Median paired difference "
-        f"(MCP − direct, same query): {overhead} ms — JSON-RPC over pipes, argument validation, a worker "
-        "thread, the compact report. Load average at the end of the run: "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
-    ])
-    write_results("mcp", {"memories": args.memories, "goal": GOAL, "latency": stats, "ratio_mcp_over_direct": ratio,
-                          "paired_overhead_median_ms": overhead, "load_average_1m": os.getloadavg()[0]},
-                  table, extra_versions=("mcp",))
+    rows = [
+        f"| {label} | {stats[name]['p50_ms']} | {stats[name]['p95_ms']} | {stats[name]['n']} |"
+        for name, label in (
+            ("direct", "`Pager.page()` in process"),
+            ("mcp", "`page` tool over MCP stdio"),
+            ("ping", "MCP `ping` (bare round trip)"),
+        )
+    ]
+    table = "\n".join(
+        [
+            f"`page(goal, query)` on a store of {args.memories:,} memories (hash embedder), calls interleaved:",
+            "",
+            "| path | p50 ms | p95 ms | n |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            f"MCP / direct: p50 ×{ratio['p50_ms']}, p95 ×{ratio['p95_ms']}. Median paired difference "
+            f"(MCP − direct, same query): {overhead} ms — JSON-RPC over pipes, argument validation, a worker "
+            "thread, the compact report. Load average at the end of the run: "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
+        ]
+    )
+    write_results(
+        "mcp",
+        {
+            "memories": args.memories,
+            "goal": GOAL,
+            "latency": stats,
+            "ratio_mcp_over_direct": ratio,
+            "paired_overhead_median_ms": overhead,
+            "load_average_1m": os.getloadavg()[0],
+        },
+        table,
+        extra_versions=("mcp",),
+    )
     print(table)
 
 

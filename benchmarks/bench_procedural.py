@@ -100,29 +100,42 @@ def run(strategy: str, rates: list[float], turns: int, seed: int, explore: float
             bar.advance()
         stages = p.stats()["patterns_by_stage"]
     worst = min(range(len(rates)), key=lambda i: rates[i])
-    return {"strategy": strategy, "seed": seed, "regret": round(regret, 2), "curve": curve,
-            "best_proven_at_turn": proven_at,
-            "first_inversion_at_turn": inversions[0]["turn"] if inversions else None,
-            "inversions": inversions, "best_pattern_share": round(picks[best] / turns, 3),
-            "worst_pattern_uses": picks[worst], "procedures_per_page": round(injected_total / turns, 2),
-            "stages_at_end": stages}
+    return {
+        "strategy": strategy,
+        "seed": seed,
+        "regret": round(regret, 2),
+        "curve": curve,
+        "best_proven_at_turn": proven_at,
+        "first_inversion_at_turn": inversions[0]["turn"] if inversions else None,
+        "inversions": inversions,
+        "best_pattern_share": round(picks[best] / turns, 3),
+        "worst_pattern_uses": picks[worst],
+        "procedures_per_page": round(injected_total / turns, 2),
+        "stages_at_end": stages,
+    }
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One ranking over several simulation seeds."""
+
     def median(values: list[int]) -> float | None:
         return statistics.median(values) if values else None
 
     proven = [r["best_proven_at_turn"] for r in runs if r["best_proven_at_turn"]]
     inverted = [r["first_inversion_at_turn"] for r in runs if r["first_inversion_at_turn"]]
-    return {"strategy": runs[0]["strategy"], "seeds": [r["seed"] for r in runs],
-            "regret_mean": round(statistics.mean(r["regret"] for r in runs), 1),
-            "regret_per_seed": [r["regret"] for r in runs],
-            "best_share_mean": round(statistics.mean(r["best_pattern_share"] for r in runs), 3),
-            "best_proven_median_turn": median(proven), "best_proven_runs": len(proven),
-            "first_inversion_median_turn": median(inverted), "inversion_runs": len(inverted),
-            "inverted_rates": sorted(inv["rate"] for r in runs for inv in r["inversions"]),
-            "procedures_per_page": round(statistics.mean(r["procedures_per_page"] for r in runs), 2)}
+    return {
+        "strategy": runs[0]["strategy"],
+        "seeds": [r["seed"] for r in runs],
+        "regret_mean": round(statistics.mean(r["regret"] for r in runs), 1),
+        "regret_per_seed": [r["regret"] for r in runs],
+        "best_share_mean": round(statistics.mean(r["best_pattern_share"] for r in runs), 3),
+        "best_proven_median_turn": median(proven),
+        "best_proven_runs": len(proven),
+        "first_inversion_median_turn": median(inverted),
+        "inversion_runs": len(inverted),
+        "inverted_rates": sorted(inv["rate"] for r in runs for inv in r["inversions"]),
+        "procedures_per_page": round(statistics.mean(r["procedures_per_page"] for r in runs), 2),
+    }
 
 
 def plot(runs: dict[str, list[dict[str, Any]]], path: Path, patterns: int) -> None:
@@ -154,29 +167,37 @@ def table(args: argparse.Namespace, rates: list[float], summaries: list[dict[str
     def turn(median: float | None, runs: int) -> str:
         return "never" if median is None else f"{median:g} ({runs} of {args.seeds} seeds)"
 
-    rows = [f"| {s['strategy']} | {s['regret_mean']} ({', '.join(f'{x:g}' for x in s['regret_per_seed'])}) | "
-            f"{s['best_share_mean']} | {turn(s['best_proven_median_turn'], s['best_proven_runs'])} | "
-            f"{turn(s['first_inversion_median_turn'], s['inversion_runs'])} | "
-            f"{', '.join(f'{x:g}' for x in s['inverted_rates']) or 'none'} | {s['procedures_per_page']} |"
-            for s in summaries]
-    return "\n".join([
-        f"{args.patterns} patterns, hidden success rates {min(rates)}–{max(rates)} (best {max(rates)}), "
-        f"{args.turns} turns (one hour apart: confidence decays), {args.seeds} simulation seeds from {args.seed}. "
-        "Every pattern starts as a candidate (1 success; 3 needed to be paged). Each turn goes through the real "
-        "loop: `page(goal, query, turn=...)` injects up to 3 procedures (the default), the agent follows the "
-        "first, `feedback(turn, ...)` updates every injected one (`+used`: `feedback(turn, ..., used=[followed])` "
-        "updates only the one followed); when the page offers nothing, and on "
-        f"{args.explore:.0%} of turns, the agent improvises with a pattern the page did not offer and "
-        "`reinforce_pattern`s it when it works; proposed inversions are accepted (`decide`).", "",
-        "| page ranking | cumulative regret: mean (per seed) | best pattern share | best proven at turn: median |"
-        " first inversion at turn: median | true rates of the inverted patterns | procedures per page |",
-        "|---|---|---|---|---|---|---|", *rows, "",
-        "Regret counts improvised turns too (the exploration every ranking pays). `uniform`: the agent follows a "
-        "random offered procedure (confidence ranking decides what is offered); the regret baseline.",
-        "",
-        findings(summaries),
-        "", "![regret](procedural.png)",
-    ])
+    rows = [
+        f"| {s['strategy']} | {s['regret_mean']} ({', '.join(f'{x:g}' for x in s['regret_per_seed'])}) | "
+        f"{s['best_share_mean']} | {turn(s['best_proven_median_turn'], s['best_proven_runs'])} | "
+        f"{turn(s['first_inversion_median_turn'], s['inversion_runs'])} | "
+        f"{', '.join(f'{x:g}' for x in s['inverted_rates']) or 'none'} | {s['procedures_per_page']} |"
+        for s in summaries
+    ]
+    return "\n".join(
+        [
+            f"{args.patterns} patterns, hidden success rates {min(rates)}–{max(rates)} (best {max(rates)}), "
+            f"{args.turns} turns (one hour apart: confidence decays), {args.seeds} simulation seeds from {args.seed}. "
+            "Every pattern starts as a candidate (1 success; 3 needed to be paged). Each turn goes through the real "
+            "loop: `page(goal, query, turn=...)` injects up to 3 procedures (the default), the agent follows the "
+            "first, `feedback(turn, ...)` updates every injected one (`+used`: `feedback(turn, ..., used=[followed])` "
+            "updates only the one followed); when the page offers nothing, and on "
+            f"{args.explore:.0%} of turns, the agent improvises with a pattern the page did not offer and "
+            "`reinforce_pattern`s it when it works; proposed inversions are accepted (`decide`).",
+            "",
+            "| page ranking | cumulative regret: mean (per seed) | best pattern share | best proven at turn: median |"
+            " first inversion at turn: median | true rates of the inverted patterns | procedures per page |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            "Regret counts improvised turns too (the exploration every ranking pays). `uniform`: the agent follows a "
+            "random offered procedure (confidence ranking decides what is offered); the regret baseline.",
+            "",
+            findings(summaries),
+            "",
+            "![regret](procedural.png)",
+        ]
+    )
 
 
 def findings(summaries: list[dict[str, Any]]) -> str:
@@ -187,8 +208,11 @@ def findings(summaries: list[dict[str, Any]]) -> str:
     good_u = [x for x in conf_u["inverted_rates"] + thom_u["inverted_rates"] if x >= 0.5]
 
     def inverted(summary: dict[str, Any]) -> str:
-        return (f"inverted in {summary['inversion_runs']} of {len(summary['seeds'])} seeds"
-                if summary["inversion_runs"] else "never inverted anything")
+        return (
+            f"inverted in {summary['inversion_runs']} of {len(summary['seeds'])} seeds"
+            if summary["inversion_runs"]
+            else "never inverted anything"
+        )
 
     return (
         "What the numbers say. Crediting every injected procedure makes procedures shown together share one "
@@ -201,8 +225,11 @@ def findings(summaries: list[dict[str, Any]]) -> str:
         f"{conf_u['regret_mean']} with confidence ranking and {thom_u['regret_mean']} with Thompson; the best "
         f"pattern is followed on {conf_u['best_share_mean']:.0%} / {thom_u['best_share_mean']:.0%} of turns; "
         f"confidence {inverted(conf_u)}, Thompson {inverted(thom_u)}, and "
-        + (f"{len(good_u)} inverted procedure(s) had a true rate >= 0.5 ({', '.join(f'{x:g}' for x in good_u)})."
-           if good_u else "no procedure with a true rate >= 0.5 was inverted.")
+        + (
+            f"{len(good_u)} inverted procedure(s) had a true rate >= 0.5 ({', '.join(f'{x:g}' for x in good_u)})."
+            if good_u
+            else "no procedure with a true rate >= 0.5 was inverted."
+        )
         + " Agents that can say which procedure they followed should pass `used=`."
     )
 
@@ -219,16 +246,26 @@ def main() -> None:
     runs: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as d:
         for strategy in STRATEGIES:
-            runs[strategy] = [run(strategy, rates, args.turns, args.seed + k, args.explore, Path(d) / f"{k}")
-                              for k in range(args.seeds)]
+            runs[strategy] = [
+                run(strategy, rates, args.turns, args.seed + k, args.explore, Path(d) / f"{k}")
+                for k in range(args.seeds)
+            ]
     plot(runs, RESULTS / "procedural.png", args.patterns)
     summaries = [summarise(mine) for mine in runs.values()]
     text = table(args, rates, summaries)
-    write_results("procedural", {
-        "rates": rates, "turns": args.turns, "explore": args.explore, "seed": args.seed, "seeds": args.seeds,
-        "summary": summaries,
-        "runs": [{k: v for k, v in r.items() if k != "curve"} for mine in runs.values() for r in mine],
-    }, text)
+    write_results(
+        "procedural",
+        {
+            "rates": rates,
+            "turns": args.turns,
+            "explore": args.explore,
+            "seed": args.seed,
+            "seeds": args.seeds,
+            "summary": summaries,
+            "runs": [{k: v for k, v in r.items() if k != "curve"} for mine in runs.values() for r in mine],
+        },
+        text,
+    )
     print(text)
 
 

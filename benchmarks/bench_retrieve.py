@@ -94,8 +94,9 @@ def corpus(turns: list[str], docs: np.ndarray, n: int) -> tuple[list[dict[str, A
         if i >= len(turns) or text in seen:
             text = f"{text} (ref {int(rng.integers(2**32)):08x})"
         seen.add(text)
-        items.append({"type": TYPES[i % len(TYPES)], "text": text,
-                      "created_at": now - timedelta(minutes=int(minutes[i]))})
+        items.append(
+            {"type": TYPES[i % len(TYPES)], "text": text, "created_at": now - timedelta(minutes=int(minutes[i]))}
+        )
     return items, vectors
 
 
@@ -122,9 +123,15 @@ def build_store(path: Path, items: list[dict[str, Any]], vectors: np.ndarray, em
     p.close()
     types = np.array([items[r]["type"] for r in rows])
     np.save(path.with_suffix(".types.npy"), types)
-    return {"memories": len(labels), "remember_many_s": round(write_s, 2),
-            "remember_many_per_s": round(len(labels) / write_s), "put_vectors_s": round(vectors_s, 2),
-            "labels": labels, "vectors": vectors[rows], "types": types}
+    return {
+        "memories": len(labels),
+        "remember_many_s": round(write_s, 2),
+        "remember_many_per_s": round(len(labels) / write_s),
+        "put_vectors_s": round(vectors_s, 2),
+        "labels": labels,
+        "vectors": vectors[rows],
+        "types": types,
+    }
 
 
 # -- cold open in a fresh process ---------------------------------------------------------------
@@ -148,9 +155,16 @@ def open_probe(path: Path) -> dict[str, Any]:
     t2 = time.perf_counter()
     p = mempager.open(path, ACTOR, config=PagerConfig(), embedder=NameOnly())  # type: ignore[arg-type]
     t3 = time.perf_counter()
-    out = {"store_open_s": round(t1 - t0, 3), "mirror_load_s": round(t2 - t1, 3), "lanes_open_s": round(t3 - t2, 3),
-           "total_s": round(t3 - t0, 3), "semantic": p.semantic.opened_how, "lexical": p.lexical.opened_how,
-           "rss_before_mib": rss0, "rss_after_mib": vmrss_mib()}
+    out = {
+        "store_open_s": round(t1 - t0, 3),
+        "mirror_load_s": round(t2 - t1, 3),
+        "lanes_open_s": round(t3 - t2, 3),
+        "total_s": round(t3 - t0, 3),
+        "semantic": p.semantic.opened_how,
+        "lexical": p.lexical.opened_how,
+        "rss_before_mib": rss0,
+        "rss_after_mib": vmrss_mib(),
+    }
     start = time.perf_counter()
     p.close()
     store.close()
@@ -163,8 +177,9 @@ def run_probe(path: Path, cold: bool) -> dict[str, Any]:
     if cold:
         evict(path.parent)
     cmd = [sys.executable, "-m", "benchmarks.bench_retrieve", "--open-probe", str(path)]
-    done = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
-                          check=False, env=os.environ.copy())
+    done = subprocess.run(
+        cmd, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, check=False, env=os.environ.copy()
+    )
     if done.returncode:
         raise RuntimeError(f"open probe failed:\n{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -220,8 +235,17 @@ def lane_inputs(p: Any, questions: list[str], qvecs: np.ndarray, depth: int, mod
         seen = set(sem)
         others = sorted({label for name in ("lexical", "salience") for label, _ in lanes[name] if label not in seen})
         completions = {"lexical": lex_extra, "semantic": p.semantic.scores_for(v, others)}
-        out.append({"sem": sem, "others": others, "lanes": lanes, "completions": completions, "params": params,
-                    "only": only, "fused": p.retriever.fuse(lanes, completions)})
+        out.append(
+            {
+                "sem": sem,
+                "others": others,
+                "lanes": lanes,
+                "completions": completions,
+                "params": params,
+                "only": only,
+                "fused": p.retriever.fuse(lanes, completions),
+            }
+        )
     return out
 
 
@@ -247,8 +271,9 @@ def pager_ops(p: Any, questions: list[str], qvecs: np.ndarray) -> dict[str, Op]:
         "semantic_k10": lambda i: p.semantic.search_vector(qvecs[i], K),
         "semantic": lambda i: p.semantic.search_vector(qvecs[i], depth),
         "lexical": lambda i: p.lexical.search_scored(questions[i], depth, default[i]["sem"]),
-        "salience": lambda i: p.store.salience(ACTOR, types, default[i]["params"], depth,
-                                               p.semantic.unembedded_labels()),
+        "salience": lambda i: p.store.salience(
+            ACTOR, types, default[i]["params"], depth, p.semantic.unembedded_labels()
+        ),
         "salience_all": lambda i: p.store.salience(ACTOR, types, everything[i]["params"], depth, None),
         "completion": lambda i: p.semantic.scores_for(qvecs[i], default[i]["others"]),
         "completion_all": lambda i: p.semantic.scores_for(qvecs[i], everything[i]["others"]),
@@ -261,9 +286,7 @@ def pager_ops(p: Any, questions: list[str], qvecs: np.ndarray) -> dict[str, Op]:
 
 
 # -- Chroma -------------------------------------------------------------------------------------
-def chroma_collection(
-    n: int, labels: np.ndarray, vectors: np.ndarray, types: np.ndarray
-) -> tuple[Any, Any, float]:
+def chroma_collection(n: int, labels: np.ndarray, vectors: np.ndarray, types: np.ndarray) -> tuple[Any, Any, float]:
     import chromadb
     from chromadb.config import Settings
 
@@ -278,8 +301,11 @@ def chroma_collection(
     start = time.perf_counter()
     for lo in range(0, n, step):
         part = slice(lo, lo + step)
-        col.add(ids=[str(x) for x in labels[part].tolist()], embeddings=vectors[part],
-                metadatas=[{"actor": ACTOR, "type": str(t)} for t in types[part]])
+        col.add(
+            ids=[str(x) for x in labels[part].tolist()],
+            embeddings=vectors[part],
+            metadatas=[{"actor": ACTOR, "type": str(t)} for t in types[part]],
+        )
         if (lo // step) % 4 == 3 or lo + step >= n:
             log(f"  chroma add {min(lo + step, n):,}/{n:,}")
     return client, col, time.perf_counter() - start
@@ -287,11 +313,14 @@ def chroma_collection(
 
 def chroma_ops(col: Any, qvecs: np.ndarray) -> dict[str, Op]:
     def query(k: int, where: dict[str, Any] | None = None) -> Op:
-        return lambda i: col.query(query_embeddings=qvecs[i : i + 1], n_results=k, include=["distances"],
-                                   where=where)
-    return {"chroma_k10": query(K), "chroma_k50": query(50),
-            "chroma_where_actor_k10": query(K, {"actor": ACTOR}),
-            "chroma_where_type_fact_k10": query(K, {"type": "fact"})}
+        return lambda i: col.query(query_embeddings=qvecs[i : i + 1], n_results=k, include=["distances"], where=where)
+
+    return {
+        "chroma_k10": query(K),
+        "chroma_k50": query(50),
+        "chroma_where_actor_k10": query(K, {"actor": ACTOR}),
+        "chroma_where_type_fact_k10": query(K, {"type": "fact"}),
+    }
 
 
 # -- one size -----------------------------------------------------------------------------------
@@ -308,8 +337,16 @@ def recall_chroma(col: Any, qvecs: np.ndarray, truth: list[set[int]]) -> float:
     return sum(len(t & f) for t, f in zip(truth, found, strict=True)) / (K * len(truth))
 
 
-def bench_size(n: int, work: Path, turns: list[str], docs: np.ndarray, questions: list[str], qvecs: np.ndarray,
-               embedder: Any, filtered_queries: int) -> dict[str, Any]:
+def bench_size(
+    n: int,
+    work: Path,
+    turns: list[str],
+    docs: np.ndarray,
+    questions: list[str],
+    qvecs: np.ndarray,
+    embedder: Any,
+    filtered_queries: int,
+) -> dict[str, Any]:
     from mempager.index.hnsw import HnswIndex
 
     log(f"size {n:,}: building the store")
@@ -332,8 +369,9 @@ def bench_size(n: int, work: Path, turns: list[str], docs: np.ndarray, questions
     start = time.perf_counter()
     fetched_labels, fetched = p.store.vectors(ACTOR, MODEL)
     fetch_s = time.perf_counter() - start
-    fresh = HnswIndex(fetched.shape[1], M=_CFG.hnsw_m, ef_construction=_CFG.hnsw_ef_construction,
-                      ef=_CFG.hnsw_ef)  # the lane's parameters
+    fresh = HnswIndex(
+        fetched.shape[1], M=_CFG.hnsw_m, ef_construction=_CFG.hnsw_ef_construction, ef=_CFG.hnsw_ef
+    )  # the lane's parameters
     start = time.perf_counter()
     fresh.add(fetched_labels, fetched)
     build_s = time.perf_counter() - start
@@ -368,17 +406,31 @@ def bench_size(n: int, work: Path, turns: list[str], docs: np.ndarray, questions
         "chroma_where_actor_k10": chroma["chroma_where_actor_k10"],
         "chroma_where_type_fact_k10": chroma["chroma_where_type_fact_k10"],
     }
-    filtered = {name: percentiles(s) for name, s in
-                interleaved(filt_ops, min(filtered_queries, len(questions)), block=25, warmup=5).items()}
+    filtered = {
+        name: percentiles(s)
+        for name, s in interleaved(filt_ops, min(filtered_queries, len(questions)), block=25, warmup=5).items()
+    }
     client.delete_collection(col.name)
     p.close()
     gc.collect()
-    return {"n": n, "build": built, "opens": opens, "open_in_process_warm_s": round(open_s, 3),
-            "rss_pager_open_delta_mib": round(rss_pager, 1), "rss_chroma_delta_mib": round(rss_chroma, 1),
-            "vectors_fetch_s": round(fetch_s, 2), "hnsw_build_s": round(build_s, 2), "recall_at_10": recall,
-            "chroma_recall_at_10": chroma_recall, "chroma_build_s": round(chroma_build_s, 2),
-            "store_queries": store_queries, "latency": latency, "filtered": filtered,
-            "fact_share": round(float(np.mean(types == "fact")), 3), "peak_rss_mib": peak_rss_mib()}
+    return {
+        "n": n,
+        "build": built,
+        "opens": opens,
+        "open_in_process_warm_s": round(open_s, 3),
+        "rss_pager_open_delta_mib": round(rss_pager, 1),
+        "rss_chroma_delta_mib": round(rss_chroma, 1),
+        "vectors_fetch_s": round(fetch_s, 2),
+        "hnsw_build_s": round(build_s, 2),
+        "recall_at_10": recall,
+        "chroma_recall_at_10": chroma_recall,
+        "chroma_build_s": round(chroma_build_s, 2),
+        "store_queries": store_queries,
+        "latency": latency,
+        "filtered": filtered,
+        "fact_share": round(float(np.mean(types == "fact")), 3),
+        "peak_rss_mib": peak_rss_mib(),
+    }
 
 
 def _ms(fn: Callable[[], object]) -> float:
@@ -393,7 +445,7 @@ PIECES = [
     ("semantic_k10", "semantic lane: HNSW search, k=10"),
     ("lexical", "lexical lane: BM25 `search_scored`, depth 50 (+ scores of the semantic hits)"),
     ("salience", "salience lane, default `unindexed` mode (only memories without a vector: none here)"),
-    ("salience_all", "salience lane over all memories (`salience_mode=\"all\"`, or mid-migration)"),
+    ("salience_all", 'salience lane over all memories (`salience_mode="all"`, or mid-migration)'),
     ("completion", "completion: semantic scores of the other lanes' hits"),
     ("completion_all", "completion, salience over all"),
     ("fuse", "fusion (`score`)"),
@@ -416,39 +468,71 @@ def ratio(a: dict[str, float], b: dict[str, float]) -> str:
 
 def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     sizes = " | ".join(f"{r['n']:,} p50 / p95 ms" for r in rows)
-    lines = ["## `retrieve` and its pieces (query embedding excluded)", "",
-             f"| piece | {sizes} |", "|---|" + "---|" * len(rows)]
+    lines = [
+        "## `retrieve` and its pieces (query embedding excluded)",
+        "",
+        f"| piece | {sizes} |",
+        "|---|" + "---|" * len(rows),
+    ]
     for key, title in PIECES:
         lines.append(f"| {title} | " + " | ".join(cell(r["latency"][key]) for r in rows) + " |")
-    lines += ["", "Ratios of Chroma's p50 to ours, same run (higher = we are faster):", "",
-              "| comparison | " + " | ".join(f"{r['n']:,}" for r in rows) + " |", "|---|" + "---|" * len(rows)]
+    lines += [
+        "",
+        "Ratios of Chroma's p50 to ours, same run (higher = we are faster):",
+        "",
+        "| comparison | " + " | ".join(f"{r['n']:,}" for r in rows) + " |",
+        "|---|" + "---|" * len(rows),
+    ]
     comparisons = [
         ("Chroma k=10 / our semantic lane k=10", "latency", "chroma_k10", "latency", "semantic_k10"),
         ("Chroma k=50 / our semantic lane depth 50", "latency", "chroma_k50", "latency", "semantic"),
         ("Chroma k=10 / our whole `retrieve` (3 lanes)", "latency", "chroma_k10", "latency", "retrieve"),
-        ("Chroma k=10 where actor / our semantic k=10", "filtered", "chroma_where_actor_k10", "filtered",
-         "semantic_k10"),
-        ("Chroma k=10 where type=fact / ours allow=fact labels", "filtered", "chroma_where_type_fact_k10",
-         "filtered", "ours_type_fact_k10"),
-        ("Chroma k=10 where actor / our whole `retrieve`", "filtered", "chroma_where_actor_k10", "latency",
-         "retrieve"),
+        (
+            "Chroma k=10 where actor / our semantic k=10",
+            "filtered",
+            "chroma_where_actor_k10",
+            "filtered",
+            "semantic_k10",
+        ),
+        (
+            "Chroma k=10 where type=fact / ours allow=fact labels",
+            "filtered",
+            "chroma_where_type_fact_k10",
+            "filtered",
+            "ours_type_fact_k10",
+        ),
+        ("Chroma k=10 where actor / our whole `retrieve`", "filtered", "chroma_where_actor_k10", "latency", "retrieve"),
     ]
     for title, ga, a, gb, b in comparisons:
         lines.append(f"| {title} | " + " | ".join(ratio(r[ga][a], r[gb][b]) for r in rows) + " |")
     nq = rows[0]["filtered"]["semantic_k10"]["n"]
-    lines += ["", f"Filtered queries ({nq} queries per op, interleaved; type=fact is "
-              f"{rows[0]['fact_share']:.0%} of memories; actor matches all of them):", "",
-              f"| op | {sizes} |", "|---|" + "---|" * len(rows)]
-    for key in ("semantic_k10", "ours_type_fact_k10", "chroma_k10", "chroma_where_actor_k10",
-                "chroma_where_type_fact_k10"):
+    lines += [
+        "",
+        f"Filtered queries ({nq} queries per op, interleaved; type=fact is "
+        f"{rows[0]['fact_share']:.0%} of memories; actor matches all of them):",
+        "",
+        f"| op | {sizes} |",
+        "|---|" + "---|" * len(rows),
+    ]
+    for key in (
+        "semantic_k10",
+        "ours_type_fact_k10",
+        "chroma_k10",
+        "chroma_where_actor_k10",
+        "chroma_where_type_fact_k10",
+    ):
         lines.append(f"| {key} | " + " | ".join(cell(r["filtered"][key]) for r in rows) + " |")
-    lines += ["", "## Index, recall, open, memory", "", "| | " + " | ".join(f"{r['n']:,}" for r in rows) + " |",
-              "|---|" + "---|" * len(rows)]
+    lines += [
+        "",
+        "## Index, recall, open, memory",
+        "",
+        "| | " + " | ".join(f"{r['n']:,}" for r in rows) + " |",
+        "|---|" + "---|" * len(rows),
+    ]
     facts: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
         (f"HNSW recall@10 vs exact (semantic lane, ef={_CFG.hnsw_ef})", lambda r: r["recall_at_10"]),
         ("Chroma recall@10 vs exact (defaults)", lambda r: r["chroma_recall_at_10"]),
-        (f"HNSW build s (M={_CFG.hnsw_m}, ef_construction={_CFG.hnsw_ef_construction})",
-         lambda r: r["hnsw_build_s"]),
+        (f"HNSW build s (M={_CFG.hnsw_m}, ef_construction={_CFG.hnsw_ef_construction})", lambda r: r["hnsw_build_s"]),
         ("Chroma add s (same vectors + metadata)", lambda r: r["chroma_build_s"]),
         ("vectors read from DuckDB s", lambda r: r["vectors_fetch_s"]),
         ("`remember_many` memories/s (through the Pager, no embedding)", lambda r: r["build"]["remember_many_per_s"]),
@@ -459,11 +543,15 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         ("cold open, whole `.index` dir deleted: s", lambda r: _open(r["opens"]["rebuild_both_cold"])),
         ("close (saves both indexes) s", lambda r: r["opens"]["load_warm"]["close_with_save_s"]),
         ("open-probe process peak RSS MiB (no torch)", lambda r: r["opens"]["load_warm"]["peak_rss_mib"]),
-        ("RSS added by opening the pager MiB", lambda r: r["opens"]["load_warm"]["rss_after_mib"]
-         - r["opens"]["load_warm"]["rss_before_mib"]),
+        (
+            "RSS added by opening the pager MiB",
+            lambda r: r["opens"]["load_warm"]["rss_after_mib"] - r["opens"]["load_warm"]["rss_before_mib"],
+        ),
         ("RSS added by the Chroma collection MiB", lambda r: r["rss_chroma_delta_mib"]),
-        ("worker claim query (`store.pending`, 128) p50 ms", lambda r: r["store_queries"]["pending_claim_query"]
-         ["p50_ms"]),
+        (
+            "worker claim query (`store.pending`, 128) p50 ms",
+            lambda r: r["store_queries"]["pending_claim_query"]["p50_ms"],
+        ),
         ("`sync` poll (`store.pending_stats`) p50 ms", lambda r: r["store_queries"]["pending_stats_query"]["p50_ms"]),
         ("benchmark process peak RSS MiB (model + Chroma + pager)", lambda r: r["peak_rss_mib"]),
     ]
@@ -485,11 +573,21 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 5))
     xs = [r["n"] for r in rows]
-    for key, style in (("semantic", "o-"), ("lexical", "s-"), ("salience_all", "^-"), ("completion", "v-"),
-                       ("fuse", "*-"), ("select", "d-"), ("retrieve", "o-"), ("retrieve_salience_all", "o--"),
-                       ("chroma_k10", "x:"), ("chroma_k50", "+:")):
-        ax.plot(xs, [r["latency"][key]["p50_ms"] for r in rows], style, label=key, linewidth=2 if "retrieve" in key
-                else 1)
+    for key, style in (
+        ("semantic", "o-"),
+        ("lexical", "s-"),
+        ("salience_all", "^-"),
+        ("completion", "v-"),
+        ("fuse", "*-"),
+        ("select", "d-"),
+        ("retrieve", "o-"),
+        ("retrieve_salience_all", "o--"),
+        ("chroma_k10", "x:"),
+        ("chroma_k50", "+:"),
+    ):
+        ax.plot(
+            xs, [r["latency"][key]["p50_ms"] for r in rows], style, label=key, linewidth=2 if "retrieve" in key else 1
+        )
     ax.plot(xs, [r["filtered"]["chroma_where_actor_k10"]["p50_ms"] for r in rows], "x--", label="chroma where actor")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -508,8 +606,10 @@ def query_embedding_costs(embedder: Any, questions: list[str]) -> dict[str, Any]
 
     hashed = HashEmbedder()
     sample = questions[:200]
-    return {"minilm": percentiles([_ms(lambda q=q: embedder.embed([q], role="query")) for q in sample]),
-            "hash": percentiles([_ms(lambda q=q: hashed.embed([q], role="query")) for q in sample])}
+    return {
+        "minilm": percentiles([_ms(lambda q=q: embedder.embed([q], role="query")) for q in sample]),
+        "hash": percentiles([_ms(lambda q=q: hashed.embed([q], role="query")) for q in sample]),
+    }
 
 
 def main() -> None:
@@ -558,8 +658,16 @@ def main() -> None:
         f"Code measured: commit {code['commit']}"
         + (f" with uncommitted changes in {', '.join(code['uncommitted'])}." if code["uncommitted"] else ".")
     )
-    meta = {"notes": notes, "code": code, "load_average": [list(load_before), list(load_after)], "model_load_s": round(
-        model_load_s, 2), "query_embedding": query_cost, "sigma": SIGMA, "k": K, "queries": len(questions)}
+    meta = {
+        "notes": notes,
+        "code": code,
+        "load_average": [list(load_before), list(load_after)],
+        "model_load_s": round(model_load_s, 2),
+        "query_embedding": query_cost,
+        "sigma": SIGMA,
+        "k": K,
+        "queries": len(questions),
+    }
     text = report(rows, meta)
     if args.quick:
         print(text)
@@ -568,8 +676,12 @@ def main() -> None:
     if len(rows) > 1:
         plot(rows, Path(__file__).resolve().parent / "results" / "retrieve.png")
         text += "\n\n![latency vs size per lane](retrieve.png)"
-    path = write_results("retrieve", {"params": meta, "results": rows}, text,
-                         extra_versions=("sentence-transformers", "torch", "chromadb"))
+    path = write_results(
+        "retrieve",
+        {"params": meta, "results": rows},
+        text,
+        extra_versions=("sentence-transformers", "torch", "chromadb"),
+    )
     print(text)
     log(f"wrote {path}")
 

@@ -23,8 +23,10 @@ from mempager.types import MemoryType, NewMemory
 
 from ._common import peak_rss_mib, percentiles, time_calls, write_results
 
-WORDS = ("deploy release invoice billing test flaky vault key branch customer refund ticket latency "
-         "database index cache queue worker retry timeout alert dashboard rollback staging metric").split()
+WORDS = (
+    "deploy release invoice billing test flaky vault key branch customer refund ticket latency "
+    "database index cache queue worker retry timeout alert dashboard rollback staging metric"
+).split()
 
 
 def sentence(rng: random.Random, i: int) -> str:
@@ -56,8 +58,10 @@ def bench_writes(tmp: Path, n_single: int, n_batch: int, batch: int = 10_000) ->
                 start = time.perf_counter()
                 p.remember_many(items)
                 pager_s.append(time.perf_counter() - start)
-                news = [NewMemory(actor="bench", type=MemoryType.EVENT, text=sentence(rng, i))
-                        for i in range(lo, lo + batch)]
+                news = [
+                    NewMemory(actor="bench", type=MemoryType.EVENT, text=sentence(rng, i))
+                    for i in range(lo, lo + batch)
+                ]
                 start = time.perf_counter()
                 store.put_many(news)
                 store_s.append(time.perf_counter() - start)
@@ -65,15 +69,23 @@ def bench_writes(tmp: Path, n_single: int, n_batch: int, batch: int = 10_000) ->
         store.close()
 
     def rates(seconds: list[float]) -> dict[str, object]:
-        return {"overall_per_s": round(n_batch / sum(seconds), 1),
-                "median_batch_per_s": round(batch / statistics.median(seconds), 1),
-                "batch_ms": [round(1000 * s, 1) for s in seconds]}
+        return {
+            "overall_per_s": round(n_batch / sum(seconds), 1),
+            "median_batch_per_s": round(batch / statistics.median(seconds), 1),
+            "batch_ms": [round(1000 * s, 1) for s in seconds],
+        }
 
     through_pager, store_alone = rates(pager_s), rates(store_s)
-    return {"remember_fact_per_s": round(single, 1), "batch": batch, "memories": n_batch,
-            "remember_many_per_s": through_pager["overall_per_s"], "remember_many": through_pager,
-            "store_put_many_per_s": store_alone["overall_per_s"], "store_put_many": store_alone,
-            "pager_vs_store": round(sum(store_s) / sum(pager_s), 3)}
+    return {
+        "remember_fact_per_s": round(single, 1),
+        "batch": batch,
+        "memories": n_batch,
+        "remember_many_per_s": through_pager["overall_per_s"],
+        "remember_many": through_pager,
+        "store_put_many_per_s": store_alone["overall_per_s"],
+        "store_put_many": store_alone,
+        "pager_vs_store": round(sum(store_s) / sum(pager_s), 3),
+    }
 
 
 def bench_retrieve(tmp: Path, size: int, queries: int) -> dict[str, object]:
@@ -87,8 +99,12 @@ def bench_retrieve(tmp: Path, size: int, queries: int) -> dict[str, object]:
         it = iter(qs * 10)
         samples = time_calls(lambda: p.retrieve(next(it)), repeat=queries)
         embed_q = time_calls(lambda: p.semantic.embedder.embed([next(it)], role="query"), repeat=queries)
-    return {"size": size, "retrieve": percentiles(samples), "query_embedding": percentiles(embed_q),
-            "embed_all_s": round(embed_s, 2)}
+    return {
+        "size": size,
+        "retrieve": percentiles(samples),
+        "query_embedding": percentiles(embed_q),
+        "embed_all_s": round(embed_s, 2),
+    }
 
 
 def main() -> None:
@@ -103,22 +119,32 @@ def main() -> None:
         for size in args.sizes:
             retrieves.append(bench_retrieve(Path(d), size, args.queries))
             print("retrieve", retrieves[-1], flush=True)
-    rows = [f"| {r['size']:,} | {r['retrieve']['p50_ms']} | {r['retrieve']['p95_ms']} | "
-            f"{r['query_embedding']['p50_ms']} |" for r in retrieves]
-    table = "\n".join([
-        "| metric | value |", "|---|---|",
-        f"| single `remember_fact` (durable, one transaction each) | {writes['remember_fact_per_s']:,} /s |",
-        f"| batched `remember_many` (10k per call, no embedding; store + mirror + BM25 index) | "
-        f"{writes['remember_many_per_s']:,} /s overall, {writes['remember_many']['median_batch_per_s']:,} /s "
-        f"median batch |",
-        f"| batched `DuckDBStore.put_many` (10k per call, the durable store alone, side by side) | "
-        f"{writes['store_put_many_per_s']:,} /s overall, {writes['store_put_many']['median_batch_per_s']:,} /s "
-        f"median batch |",
-        f"| `remember_many` speed as a share of the store alone | {writes['pager_vs_store']} |",
-        "", "`retrieve` with the hash embedder (all three lanes: HNSW, BM25, salience):", "",
-        "| memories | p50 ms | p95 ms | query embed p50 ms |", "|---|---|---|---|", *rows,
-        "", f"peak RSS {peak_rss_mib()} MiB",
-    ])
+    rows = [
+        f"| {r['size']:,} | {r['retrieve']['p50_ms']} | {r['retrieve']['p95_ms']} | {r['query_embedding']['p50_ms']} |"
+        for r in retrieves
+    ]
+    table = "\n".join(
+        [
+            "| metric | value |",
+            "|---|---|",
+            f"| single `remember_fact` (durable, one transaction each) | {writes['remember_fact_per_s']:,} /s |",
+            f"| batched `remember_many` (10k per call, no embedding; store + mirror + BM25 index) | "
+            f"{writes['remember_many_per_s']:,} /s overall, {writes['remember_many']['median_batch_per_s']:,} /s "
+            f"median batch |",
+            f"| batched `DuckDBStore.put_many` (10k per call, the durable store alone, side by side) | "
+            f"{writes['store_put_many_per_s']:,} /s overall, {writes['store_put_many']['median_batch_per_s']:,} /s "
+            f"median batch |",
+            f"| `remember_many` speed as a share of the store alone | {writes['pager_vs_store']} |",
+            "",
+            "`retrieve` with the hash embedder (all three lanes: HNSW, BM25, salience):",
+            "",
+            "| memories | p50 ms | p95 ms | query embed p50 ms |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            f"peak RSS {peak_rss_mib()} MiB",
+        ]
+    )
     write_results("store", {"writes": writes, "retrieve": retrieves, "peak_rss_mib": peak_rss_mib()}, table)
     print(table)
 

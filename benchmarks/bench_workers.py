@@ -102,8 +102,9 @@ def clocked(fn: Callable[[], object]) -> tuple[float, float]:
 
 
 def encode(model: Any, texts: Sequence[str]) -> None:
-    model.encode(list(texts), batch_size=BATCH, normalize_embeddings=True, convert_to_numpy=True,
-                 show_progress_bar=False)
+    model.encode(
+        list(texts), batch_size=BATCH, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
 
 
 def direct(model: Any, texts: Sequence[str]) -> tuple[float, float]:
@@ -168,13 +169,23 @@ def via_workers(path: Path, texts: Sequence[str], embedder: Any, workers: int, w
     finally:
         p.close()
     return {
-        "memories": len(texts), "workers": workers, "wait": wait, "total_s": round(total, 3),
-        "per_s": round(len(texts) / total, 1), "remember_many_s": round(written, 3), "process_cpu_s": round(cpu, 2),
-        "sync_returned_s": round(synced, 3), "indexed_when_sync_returned": in_index_at_sync,
-        "embed_s": round(timed.embed.seconds, 3), "embed_calls": timed.embed.calls,
-        "claim_query_s": round(pending.seconds, 3), "claim_queries": pending.calls,
-        "put_vectors_s": round(put_vectors.seconds, 3), "index_add_s": round(add.seconds, 3),
-        "sync_poll_s": round(stats.seconds, 3), "sync_polls": stats.calls,
+        "memories": len(texts),
+        "workers": workers,
+        "wait": wait,
+        "total_s": round(total, 3),
+        "per_s": round(len(texts) / total, 1),
+        "remember_many_s": round(written, 3),
+        "process_cpu_s": round(cpu, 2),
+        "sync_returned_s": round(synced, 3),
+        "indexed_when_sync_returned": in_index_at_sync,
+        "embed_s": round(timed.embed.seconds, 3),
+        "embed_calls": timed.embed.calls,
+        "claim_query_s": round(pending.seconds, 3),
+        "claim_queries": pending.calls,
+        "put_vectors_s": round(put_vectors.seconds, 3),
+        "index_add_s": round(add.seconds, 3),
+        "sync_poll_s": round(stats.seconds, 3),
+        "sync_polls": stats.calls,
     }
 
 
@@ -205,22 +216,34 @@ def prefill(path: Path, turns: list[str], docs: np.ndarray, n: int, embedder: An
     for _ in range(10):
         claim(ACTOR, embedder.name, BATCH * 2)
     p.close()
-    return {"memories": len(labels), "first_open_s": round(open_s, 2), "idle_pager_cpu_share": round(idle_cpu, 3),
-            "claim_query_ms": round(claim.seconds / claim.calls * 1000, 2)}
+    return {
+        "memories": len(labels),
+        "first_open_s": round(open_s, 2),
+        "idle_pager_cpu_share": round(idle_cpu, 3),
+        "claim_query_ms": round(claim.seconds / claim.calls * 1000, 2),
+    }
 
 
 def padding(model: Any, texts: Sequence[str]) -> dict[str, int]:
     """Tokens the model processes with batches of 64 in write order vs batches of length-sorted texts."""
-    lengths = np.array([len(ids) for ids in model.tokenizer(list(texts), truncation=True,
-                                                            max_length=model.max_seq_length)["input_ids"]])
+    lengths = np.array(
+        [
+            len(ids)
+            for ids in model.tokenizer(list(texts), truncation=True, max_length=model.max_seq_length)["input_ids"]
+        ]
+    )
 
     def padded(order: np.ndarray) -> int:
         ordered = lengths[order]
-        return int(sum(len(ordered[lo : lo + BATCH]) * ordered[lo : lo + BATCH].max()
-                       for lo in range(0, len(ordered), BATCH)))
+        return int(
+            sum(len(ordered[lo : lo + BATCH]) * ordered[lo : lo + BATCH].max() for lo in range(0, len(ordered), BATCH))
+        )
 
-    return {"tokens": int(lengths.sum()), "write_order": padded(np.arange(len(lengths))),
-            "length_sorted": padded(np.argsort(-lengths, kind="stable"))}
+    return {
+        "tokens": int(lengths.sum()),
+        "write_order": padded(np.arange(len(lengths))),
+        "length_sorted": padded(np.argsort(-lengths, kind="stable")),
+    }
 
 
 # -- writes ---------------------------------------------------------------------------------------
@@ -251,8 +274,9 @@ def writes(work: Path, texts: Sequence[str], tag: str) -> dict[str, float]:
     return out
 
 
-def one_round(r: int, of: int, work: Path, texts: list[str], model: Any, embedder: Any,
-              prefilled: Path | None) -> dict[str, Any]:
+def one_round(
+    r: int, of: int, work: Path, texts: list[str], model: Any, embedder: Any, prefilled: Path | None
+) -> dict[str, Any]:
     """Every path once, back to back, on the same texts; the order rotates from round to round."""
     row: dict[str, Any] = {"detail": {}, "cpu_s": {}}
     passes: list[tuple[str, Callable[[], Any]]] = [
@@ -286,49 +310,74 @@ def median(rounds: list[dict[str, Any]], key: str) -> float:
 
 def report(rounds: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     n = meta["texts"]
-    lines = [f"## Embedding throughput, {n:,} LoCoMo turns, batch {BATCH} (median of {len(rounds)} rounds)", "",
-             "| path | memories/s | ratio to direct `encode` | ratio per round (memories/s) | process CPU s |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"## Embedding throughput, {n:,} LoCoMo turns, batch {BATCH} (median of {len(rounds)} rounds)",
+        "",
+        "| path | memories/s | ratio to direct `encode` | ratio per round (memories/s) | process CPU s |",
+        "|---|---|---|---|---|",
+    ]
     base = median(rounds, "direct")
-    names = [("direct", "`SentenceTransformer.encode`, all texts (reference)"),
-             ("direct_chunks", "`encode` on chunks of 64 in write order"),
-             ("embedder", "`LocalEmbedder.embed`, all texts"),
-             ("workers_1", "workers=1: `remember_many` → `sync()`"),
-             ("workers_1_index_poll", "workers=1, waiting on the index size instead of `sync()`"),
-             ("workers_2", "**workers=2 (the default): `remember_many` → `sync()`**"),
-             ("direct_1_thread", "`encode`, all texts, torch limited to 1 thread (environment check)"),
-             ("workers_1_prefilled", f"workers=1, store already holding {meta.get('prefill', 0):,} memories")]
+    names = [
+        ("direct", "`SentenceTransformer.encode`, all texts (reference)"),
+        ("direct_chunks", "`encode` on chunks of 64 in write order"),
+        ("embedder", "`LocalEmbedder.embed`, all texts"),
+        ("workers_1", "workers=1: `remember_many` → `sync()`"),
+        ("workers_1_index_poll", "workers=1, waiting on the index size instead of `sync()`"),
+        ("workers_2", "**workers=2 (the default): `remember_many` → `sync()`**"),
+        ("direct_1_thread", "`encode`, all texts, torch limited to 1 thread (environment check)"),
+        ("workers_1_prefilled", f"workers=1, store already holding {meta.get('prefill', 0):,} memories"),
+    ]
     for key, title in names:
         if key not in rounds[0]:
             continue
         rates = [r[key] for r in rounds]
         ratios = [r[key] / r["direct"] for r in rounds]
-        lines.append(f"| {title} | {median(rounds, key):.1f} | {median(rounds, key) / base:.3f} | "
-                     + ", ".join(f"{x:.3f}" for x in ratios) + f" ({', '.join(f'{x:.0f}/s' for x in rates)}) | "
-                     + ", ".join(f"{r['cpu_s'][key]:.1f}" for r in rounds) + " |")
-    lines += ["", "Where the worker path's time went (last round, seconds; several workers overlap):", "",
-              "| pass | total | sync() returned at | indexed when sync() returned | remember_many | embedder | "
-              "queue claims (`store.pending`) | put_vectors | index add | sync polls | process CPU |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {title} | {median(rounds, key):.1f} | {median(rounds, key) / base:.3f} | "
+            + ", ".join(f"{x:.3f}" for x in ratios)
+            + f" ({', '.join(f'{x:.0f}/s' for x in rates)}) | "
+            + ", ".join(f"{r['cpu_s'][key]:.1f}" for r in rounds)
+            + " |"
+        )
+    lines += [
+        "",
+        "Where the worker path's time went (last round, seconds; several workers overlap):",
+        "",
+        "| pass | total | sync() returned at | indexed when sync() returned | remember_many | embedder | "
+        "queue claims (`store.pending`) | put_vectors | index add | sync polls | process CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for key, detail in rounds[-1]["detail"].items():
-        lines.append(f"| {key} | {detail['total_s']} | {detail['sync_returned_s']} | "
-                     f"{detail['indexed_when_sync_returned']:,}/{detail['memories']:,} | "
-                     f"{detail['remember_many_s']} | {detail['embed_s']} "
-                     f"({detail['embed_calls']} calls) | {detail['claim_query_s']} ({detail['claim_queries']}) | "
-                     f"{detail['put_vectors_s']} | {detail['index_add_s']} | {detail['sync_poll_s']} "
-                     f"({detail['sync_polls']}) | {detail['process_cpu_s']} |")
+        lines.append(
+            f"| {key} | {detail['total_s']} | {detail['sync_returned_s']} | "
+            f"{detail['indexed_when_sync_returned']:,}/{detail['memories']:,} | "
+            f"{detail['remember_many_s']} | {detail['embed_s']} "
+            f"({detail['embed_calls']} calls) | {detail['claim_query_s']} ({detail['claim_queries']}) | "
+            f"{detail['put_vectors_s']} | {detail['index_add_s']} | {detail['sync_poll_s']} "
+            f"({detail['sync_polls']}) | {detail['process_cpu_s']} |"
+        )
     w = meta["writes"]
-    lines += ["", f"## `remember_many` write path, {w['n']:,} memories in calls of 10k (median of rounds)", "",
-              "| path | memories/s | ratio to store alone |", "|---|---|---|"]
-    for key, title in (("store_alone", "`DuckDBStore.put_many` (no mirror loaded, no listeners)"),
-                       ("store_with_mirror", "`put_many` with the actor's mirror loaded"),
-                       ("pager", "`Pager.remember_many` (validation + mirror + lexical + semantic tracking)")):
+    lines += [
+        "",
+        f"## `remember_many` write path, {w['n']:,} memories in calls of 10k (median of rounds)",
+        "",
+        "| path | memories/s | ratio to store alone |",
+        "|---|---|---|",
+    ]
+    for key, title in (
+        ("store_alone", "`DuckDBStore.put_many` (no mirror loaded, no listeners)"),
+        ("store_with_mirror", "`put_many` with the actor's mirror loaded"),
+        ("pager", "`Pager.remember_many` (validation + mirror + lexical + semantic tracking)"),
+    ):
         lines.append(f"| {title} | {w[key]:,.0f} | {w[key] / w['store_alone']:.2f} |")
     if "prefill_info" in meta:
         info = meta["prefill_info"]
-        lines += ["", f"Prefilled store: {info['memories']:,} embedded memories; an idle open Pager on it uses "
-                  f"{info['idle_pager_cpu_share']:.1%} of a core (its worker re-runs the queue query every 0.5 s: "
-                  f"{info['claim_query_ms']} ms per query)."]
+        lines += [
+            "",
+            f"Prefilled store: {info['memories']:,} embedded memories; an idle open Pager on it uses "
+            f"{info['idle_pager_cpu_share']:.1%} of a core (its worker re-runs the queue query every 0.5 s: "
+            f"{info['claim_query_ms']} ms per query).",
+        ]
     lines += ["", meta["notes"]]
     return "\n".join(lines)
 
@@ -359,8 +408,13 @@ def main() -> None:
     embedder.embed(texts[:256])
     import torch
 
-    meta: dict[str, Any] = {"texts": len(texts), "batch": BATCH, "rounds": args.rounds, "prefill": args.prefill,
-                            "torch_threads": torch.get_num_threads()}
+    meta: dict[str, Any] = {
+        "texts": len(texts),
+        "batch": BATCH,
+        "rounds": args.rounds,
+        "prefill": args.prefill,
+        "torch_threads": torch.get_num_threads(),
+    }
     rounds = []
     with tempfile.TemporaryDirectory(prefix="mempager-bench-workers-") as d:
         work = Path(d)
@@ -375,8 +429,11 @@ def main() -> None:
         log(f"write path, {args.writes:,} memories")
         write_texts = [f"{turns[i % len(turns)]} (ref {i:08x})" for i in range(args.writes)]
         write_rounds = [writes(work, write_texts, str(i)) for i in range(args.rounds)]
-    meta["writes"] = {"n": args.writes, **{k: statistics.median(w[k] for w in write_rounds)
-                                           for k in write_rounds[0]}, "rounds": write_rounds}
+    meta["writes"] = {
+        "n": args.writes,
+        **{k: statistics.median(w[k] for w in write_rounds) for k in write_rounds[0]},
+        "rounds": write_rounds,
+    }
     load_after = os.getloadavg()
     meta["load_average"] = [list(load_before), list(load_after)]
     ratio = statistics.median(r["workers_1"] / r["direct"] for r in rounds)
@@ -397,8 +454,8 @@ def main() -> None:
         f" before, {load_after[0]:.2f} / {load_after[1]:.2f} after, on {os.cpu_count()} cores shared with other "
         f"engineers: each round runs every path back to back on the same texts, so compare within a round. "
         f"Peak RSS {peak_rss_mib()} MiB (two copies of the model, plus the prefilled store). Code measured: commit "
-        f"{code['commit']}" + (f" with uncommitted changes in {', '.join(code['uncommitted'])}."
-                               if code["uncommitted"] else ".")
+        f"{code['commit']}"
+        + (f" with uncommitted changes in {', '.join(code['uncommitted'])}." if code["uncommitted"] else ".")
     )
     meta["code"] = code
     text = report(rounds, meta)
@@ -406,8 +463,9 @@ def main() -> None:
         print(text)
         log("--quick: results files not written")
         return
-    path = write_results("workers", {"params": meta, "rounds": rounds}, text,
-                         extra_versions=("sentence-transformers", "torch"))
+    path = write_results(
+        "workers", {"params": meta, "rounds": rounds}, text, extra_versions=("sentence-transformers", "torch")
+    )
     print(text)
     log(f"wrote {path}")
 

@@ -26,52 +26,76 @@ REPO = Path(__file__).resolve().parents[1]
 
 # (suite, title, test file, what it checks)
 SUITES = (
-    ("kill9", "Kill -9 during a write loop", "test_kill9.py",
-     "a child runs a seeded random workload (writes, dedup re-writes, batches, pattern reinforcements, soft "
-     "and hard forgets, forgets by tag, embedding, index saves, close/reopen) and is SIGKILLed after a "
-     "random delay; chains of 5 kills per store, two chains at a time. After each kill: every "
-     "acknowledged write is there with its text, every batch is all-or-nothing, acknowledged forgets stay "
-     "forgotten (get, recall, retrieve), pattern coverage = acknowledged reinforcements (+1 in flight), the "
-     "semantic index equals the store's vectors of the active model on reopen and the live labels after "
-     "`sync`, and the audit chain verifies."),
-    ("stateful", "Stateful model test", "test_stateful.py",
-     "hypothesis RuleBasedStateMachine against a dict per actor: remember, dedup re-write, `update` of the "
-     "text (same uri, the old vector stops answering, re-embedded; a text another memory holds is refused) "
-     "and of other fields (the vector stays), reinforce_pattern, remember_many, forget (soft, 1 in 10 hard), "
-     "forget by type, forget twice, forget and get of another actor's uri, retrieve, recall (types, limit, "
-     "offset, query), get, switch actor, reopen, re-embed (HashEmbedder 64 <-> 32 on reopen), sync. Every "
-     "example runs exactly 30 rule steps (hypothesis' step count is only a maximum; `_min_steps` forces it; "
-     "counted and asserted). Invariants after every step: the actor's memories equal the model (from the "
-     "in-process mirror every lane serves; through recall's SQL on recall, actor switch, reopen and at the "
-     "end), no other actor's memory, no forgotten uri from any read; index consistent on every reopen and "
-     "sync. Plus a targeted test for the race the model test found."),
-    ("fuzz", "Input fuzzing", "test_fuzz.py",
-     "hypothesis over text (empty, whitespace, 1 MB +/- 1 byte, 2 MB, NUL, lone surrogates, bidi and "
-     "zero-width controls, SQL), metadata and tags (deep nesting to 5,000, SQL metacharacters in keys and "
-     "values, non-JSON values), recall/forget filters, vectors and labels given to "
-     "`DuckDBStore.put_vectors`, `HnswIndex.add` and `HnswIndex.search` (NaN, inf, zeros, wrong dims, "
-     "float64/16, int, bool, complex, str, object), uris and actors (`../x`, `/abs`, NUL, 10 KB). Each "
-     "input must be accepted or refused with a `mempager.PagerError`; accepted input must read back; the "
-     "baseline memories, their vectors and the audit chain are checked after every example."),
-    ("isolation", "Isolation", "test_isolation.py",
-     "5 actors in one store (alice, bob, `a:b`, `a_b` whose file-name slugs collide, and `ghost` who never "
-     "writes), texts shared by all actors plus a per-actor marker word, random writes, batches, patterns, "
-     "forgets, cross-actor get/forget probes, page() and reopen; every retrieve/recall result checked "
-     "(owner, known uri, not forgotten, no foreign marker), k up to 10,000."),
-    ("disk_full", "Disk full", "test_disk_full.py",
-     "the store on a small filesystem (tmpfs, else loop-mounted ext4, else RLIMIT_FSIZE in the writer); "
-     "a child writes batches until a write fails, then either keeps its pager until space returns "
-     "(`resume`) or closes it while the disk is still full and reopens later (`close-while-full`). The "
-     "failure must be a `StoreError` (ideally `StoreFull`), nothing may be untyped, and after space "
-     "returns every acknowledged write is there, batches are whole, the index is consistent and the audit "
-     "verifies."),
-    ("secrets", "Secrets", "test_secrets.py",
-     "canary key and token in `MEMPAGER_PROVIDER_API_KEY` / `MEMPAGER_GATEWAY_TOKEN`, every logger at "
-     "DEBUG, the pager opened through the embedder chain against (a) a dead 127.0.0.1 port, (b) a gateway "
-     "answering 401 that echoes the key, (c) a gateway that works at start-up then fails with the echo "
-     "while embedding. remember / retrieve / recall / page / stats / audit / sync / close, forced "
-     "gateway/provider errors and `mempager stats --json`: the canaries must be in no log record, "
-     "exception (chained), stats value, audit entry or file the store owns."),
+    (
+        "kill9",
+        "Kill -9 during a write loop",
+        "test_kill9.py",
+        "a child runs a seeded random workload (writes, dedup re-writes, batches, pattern reinforcements, soft "
+        "and hard forgets, forgets by tag, embedding, index saves, close/reopen) and is SIGKILLed after a "
+        "random delay; chains of 5 kills per store, two chains at a time. After each kill: every "
+        "acknowledged write is there with its text, every batch is all-or-nothing, acknowledged forgets stay "
+        "forgotten (get, recall, retrieve), pattern coverage = acknowledged reinforcements (+1 in flight), the "
+        "semantic index equals the store's vectors of the active model on reopen and the live labels after "
+        "`sync`, and the audit chain verifies.",
+    ),
+    (
+        "stateful",
+        "Stateful model test",
+        "test_stateful.py",
+        "hypothesis RuleBasedStateMachine against a dict per actor: remember, dedup re-write, `update` of the "
+        "text (same uri, the old vector stops answering, re-embedded; a text another memory holds is refused) "
+        "and of other fields (the vector stays), reinforce_pattern, remember_many, forget (soft, 1 in 10 hard), "
+        "forget by type, forget twice, forget and get of another actor's uri, retrieve, recall (types, limit, "
+        "offset, query), get, switch actor, reopen, re-embed (HashEmbedder 64 <-> 32 on reopen), sync. Every "
+        "example runs exactly 30 rule steps (hypothesis' step count is only a maximum; `_min_steps` forces it; "
+        "counted and asserted). Invariants after every step: the actor's memories equal the model (from the "
+        "in-process mirror every lane serves; through recall's SQL on recall, actor switch, reopen and at the "
+        "end), no other actor's memory, no forgotten uri from any read; index consistent on every reopen and "
+        "sync. Plus a targeted test for the race the model test found.",
+    ),
+    (
+        "fuzz",
+        "Input fuzzing",
+        "test_fuzz.py",
+        "hypothesis over text (empty, whitespace, 1 MB +/- 1 byte, 2 MB, NUL, lone surrogates, bidi and "
+        "zero-width controls, SQL), metadata and tags (deep nesting to 5,000, SQL metacharacters in keys and "
+        "values, non-JSON values), recall/forget filters, vectors and labels given to "
+        "`DuckDBStore.put_vectors`, `HnswIndex.add` and `HnswIndex.search` (NaN, inf, zeros, wrong dims, "
+        "float64/16, int, bool, complex, str, object), uris and actors (`../x`, `/abs`, NUL, 10 KB). Each "
+        "input must be accepted or refused with a `mempager.PagerError`; accepted input must read back; the "
+        "baseline memories, their vectors and the audit chain are checked after every example.",
+    ),
+    (
+        "isolation",
+        "Isolation",
+        "test_isolation.py",
+        "5 actors in one store (alice, bob, `a:b`, `a_b` whose file-name slugs collide, and `ghost` who never "
+        "writes), texts shared by all actors plus a per-actor marker word, random writes, batches, patterns, "
+        "forgets, cross-actor get/forget probes, page() and reopen; every retrieve/recall result checked "
+        "(owner, known uri, not forgotten, no foreign marker), k up to 10,000.",
+    ),
+    (
+        "disk_full",
+        "Disk full",
+        "test_disk_full.py",
+        "the store on a small filesystem (tmpfs, else loop-mounted ext4, else RLIMIT_FSIZE in the writer); "
+        "a child writes batches until a write fails, then either keeps its pager until space returns "
+        "(`resume`) or closes it while the disk is still full and reopens later (`close-while-full`). The "
+        "failure must be a `StoreError` (ideally `StoreFull`), nothing may be untyped, and after space "
+        "returns every acknowledged write is there, batches are whole, the index is consistent and the audit "
+        "verifies.",
+    ),
+    (
+        "secrets",
+        "Secrets",
+        "test_secrets.py",
+        "canary key and token in `MEMPAGER_PROVIDER_API_KEY` / `MEMPAGER_GATEWAY_TOKEN`, every logger at "
+        "DEBUG, the pager opened through the embedder chain against (a) a dead 127.0.0.1 port, (b) a gateway "
+        "answering 401 that echoes the key, (c) a gateway that works at start-up then fails with the echo "
+        "while embedding. remember / retrieve / recall / page / stats / audit / sync / close, forced "
+        "gateway/provider errors and `mempager stats --json`: the canaries must be in no log record, "
+        "exception (chained), stats value, audit entry or file the store owns.",
+    ),
 )
 
 # What the suite found, by test id: shown in full while the test fails, folded as "fixed" once it passes.
@@ -259,8 +283,13 @@ OBSERVATIONS = """\
 
 def run_suite(extra: list[str]) -> tuple[int, float, Path, tuple[float, float]]:
     out = Path(tempfile.mkdtemp(prefix="mempager-reliability-report-"))
-    env = {**os.environ, "MEMPAGER_RELIABILITY_OUT": str(out / "records.jsonl"), "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "MEMPAGER_RELIABILITY_OUT": str(out / "records.jsonl"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     cmd = [sys.executable, "-m", "pytest", "tests/reliability", "-q", f"--junitxml={out / 'junit.xml'}", *extra]
     load_before = os.getloadavg()[0]
     start = time.perf_counter()
@@ -276,9 +305,15 @@ def read_junit(path: Path) -> list[dict[str, Any]]:
         outcome = problem.tag if problem is not None else "skipped" if skipped is not None else "passed"
         message = (problem.get("message") or "") if problem is not None else ""
         file = case.get("classname", "").rsplit(".", 1)[-1] + ".py"
-        cases.append({"id": f"{file}::{case.get('name')}", "file": file, "outcome": outcome,
-                      "seconds": round(float(case.get("time", 0)), 1),
-                      "message": message.strip().splitlines()[0][:300] if message else ""})
+        cases.append(
+            {
+                "id": f"{file}::{case.get('name')}",
+                "file": file,
+                "outcome": outcome,
+                "seconds": round(float(case.get("time", 0)), 1),
+                "message": message.strip().splitlines()[0][:300] if message else "",
+            }
+        )
     return cases
 
 
@@ -287,48 +322,69 @@ def counts(suite: str, records: list[dict[str, Any]]) -> str:
     if suite == "kill9" and mine:
         r = mine[0]
         points = ", ".join(f"{k} {v}" for k, v in sorted(r["kill_points"].items(), key=lambda kv: -kv[1]))
-        return (f"{r['iterations']} kills, {r['acknowledged_ops']:,} acknowledged operations verified "
-                f"(seed {r['seed']}); kill landed in: {points}")
+        return (
+            f"{r['iterations']} kills, {r['acknowledged_ops']:,} acknowledged operations verified "
+            f"(seed {r['seed']}); kill landed in: {points}"
+        )
     if suite == "stateful":
-        parts = [f"{r['examples']} examples x {r['steps_per_example']} steps ({r['steps']:,} steps run, with the "
-                 f"examples hypothesis abandoned; {r.get('updates', 0)} updates)" for r in mine]
+        parts = [
+            f"{r['examples']} examples x {r['steps_per_example']} steps ({r['steps']:,} steps run, with the "
+            f"examples hypothesis abandoned; {r.get('updates', 0)} updates)"
+            for r in mine
+        ]
         race = [r for r in records if r["suite"] == "embedding_race"]
-        parts += [f"race test: {r['retrieves']} retrieves right after writes, {r['misses']} missed a live memory"
-                  for r in race]
+        parts += [
+            f"race test: {r['retrieves']} retrieves right after writes, {r['misses']} missed a live memory"
+            for r in race
+        ]
         return "; ".join(parts)
     if suite == "fuzz" and mine:
         r = mine[0]
         per = ", ".join(f"{k} {v}" for k, v in r["per_test"].items())
-        return (f"{r['examples']:,} examples run: {sum(r['configured'].values()):,} generated as configured plus "
-                f"the explicit ones, fewer when a test fails (hypothesis stops at the first failure) ({per})")
+        return (
+            f"{r['examples']:,} examples run: {sum(r['configured'].values()):,} generated as configured plus "
+            f"the explicit ones, fewer when a test fails (hypothesis stops at the first failure) ({per})"
+        )
     if suite == "isolation" and mine:
         r = mine[0]
-        return (f"{r['reads']:,} reads ({r['retrieve']:,} retrieve, {r['recall']:,} recall) + {r['page']} page(); "
-                f"{r['ops'].get('probe', 0)} cross-actor probes; {r['leaks']} results from another actor "
-                f"(seed {r['seed']})")
+        return (
+            f"{r['reads']:,} reads ({r['retrieve']:,} retrieve, {r['recall']:,} recall) + {r['page']} page(); "
+            f"{r['ops'].get('probe', 0)} cross-actor probes; {r['leaks']} results from another actor "
+            f"(seed {r['seed']})"
+        )
     if suite == "disk_full":
         return "; ".join(
             f"{r['mode']} on {r['method']} ({r['fs_bytes'] // 2**20} MiB): first failure {r.get('first_error')}, "
-            f"{r.get('acknowledged_writes_verified', 'n/a')} acknowledged memories verified" for r in mine)
+            f"{r.get('acknowledged_writes_verified', 'n/a')} acknowledged memories verified"
+            for r in mine
+        )
     if suite == "secrets":
         return "; ".join(f"{r['scenario']}: {r['log_records']} log records" for r in mine)
     return "no record"
 
 
 def render(cases: list[dict[str, Any]], records: list[dict[str, Any]], total: float, load: tuple[float, float]) -> str:
-    lines = ["Reliability suite of issue 7: `python -m benchmarks.reliability_report` runs "
-             "`pytest tests/reliability` and writes this file.", "",
-             f"Whole run: {total:.0f} s wall; {sum(c['outcome'] == 'passed' for c in cases)} of {len(cases)} tests "
-             "passed. Failing tests are kept failing on purpose until the code is fixed (no xfail). "
-             f"Machine load (1-min average) before/after: {load[0]:.2f} / {load[1]:.2f} on {os.cpu_count()} cores: "
-             "wall times grow with other work on the machine.", "",
-             "| suite | counts actually run | wall s | result |", "|---|---|---|---|"]
+    lines = [
+        "Reliability suite of issue 7: `python -m benchmarks.reliability_report` runs "
+        "`pytest tests/reliability` and writes this file.",
+        "",
+        f"Whole run: {total:.0f} s wall; {sum(c['outcome'] == 'passed' for c in cases)} of {len(cases)} tests "
+        "passed. Failing tests are kept failing on purpose until the code is fixed (no xfail). "
+        f"Machine load (1-min average) before/after: {load[0]:.2f} / {load[1]:.2f} on {os.cpu_count()} cores: "
+        "wall times grow with other work on the machine.",
+        "",
+        "| suite | counts actually run | wall s | result |",
+        "|---|---|---|---|",
+    ]
     for suite, title, file, _ in SUITES:
         mine = [c for c in cases if c["file"] == file]
         seconds = sum(c["seconds"] for c in mine)
         failed = [c for c in mine if c["outcome"] != "passed"]
-        fixed = sum(1 for key in FINDINGS if key.startswith(f"{file}::") and key in {c["id"] for c in mine}
-                    and key not in {c["id"] for c in failed})
+        fixed = sum(
+            1
+            for key in FINDINGS
+            if key.startswith(f"{file}::") and key in {c["id"] for c in mine} and key not in {c["id"] for c in failed}
+        )
         result = f"{len(failed)} of {len(mine)} tests fail: see below" if failed else "nothing open"
         if fixed:
             result += f"; {fixed} found and fixed since"
@@ -352,18 +408,35 @@ def render(cases: list[dict[str, Any]], records: list[dict[str, Any]], total: fl
             lines += [known] if known else [f"New failure, not yet analysed: `{case['message']}`"]
         for test_id in fixed:
             title = FINDINGS[test_id].split("**")[1] if "**" in FINDINGS[test_id] else test_id
-            lines += ["", f"### Fixed: `{test_id}`", "", f"<details><summary>{title}</summary>", "",
-                      FINDINGS[test_id], "", "</details>"]
+            lines += [
+                "",
+                f"### Fixed: `{test_id}`",
+                "",
+                f"<details><summary>{title}</summary>",
+                "",
+                FINDINGS[test_id],
+                "",
+                "</details>",
+            ]
         extra = [r for r in records if r["suite"] == suite]
         if suite == "fuzz" and extra:
-            lines += ["", "Outcomes (call: accepted or the typed error it raised):", "",
-                      ", ".join(f"{k} x{v}" for k, v in sorted(extra[0]["outcomes"].items()))]
+            lines += [
+                "",
+                "Outcomes (call: accepted or the typed error it raised):",
+                "",
+                ", ".join(f"{k} x{v}" for k, v in sorted(extra[0]["outcomes"].items())),
+            ]
         if suite == "disk_full" and extra:
             lines += ["", "Outcomes per call (phase call: result):", ""]
-            lines += [f"- {r['mode']} / {r['method']}: " + ", ".join(f"{k} x{v}" for k, v in r["outcomes"].items())
-                      for r in extra]
-            lines += ["", f"Method that ran: **{extra[0]['method']}** (order tried: tmpfs, loop, rlimit; "
-                      "`MEMPAGER_DISKFULL_METHOD` forces one)."]
+            lines += [
+                f"- {r['mode']} / {r['method']}: " + ", ".join(f"{k} x{v}" for k, v in r["outcomes"].items())
+                for r in extra
+            ]
+            lines += [
+                "",
+                f"Method that ran: **{extra[0]['method']}** (order tried: tmpfs, loop, rlimit; "
+                "`MEMPAGER_DISKFULL_METHOD` forces one).",
+            ]
     lines += ["", "## Observations (not failures)", "", OBSERVATIONS]
     return "\n".join(lines)
 
@@ -376,8 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = read_junit(out / "junit.xml")
     records_path = out / "records.jsonl"
     records = [json.loads(x) for x in records_path.read_text().splitlines()] if records_path.exists() else []
-    data = {"exit_code": rc, "seconds": round(total, 1), "load_before_after": load, "tests": cases,
-            "records": records}
+    data = {"exit_code": rc, "seconds": round(total, 1), "load_before_after": load, "tests": cases, "records": records}
     write_results("reliability", data, render(cases, records, total, load))
     return 0
 

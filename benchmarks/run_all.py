@@ -51,8 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         absent = missing(BENCHMARKS[name][1])
         if absent:
             extra = BENCHMARKS[name][2]
-            print(f"run_all: {name} needs {', '.join(absent)}: pip install -e '.[{extra}]' "
-                  f"(or --skip {name})", file=sys.stderr)
+            print(
+                f"run_all: {name} needs {', '.join(absent)}: pip install -e '.[{extra}]' (or --skip {name})",
+                file=sys.stderr,
+            )
             return 2
     failed: list[str] = []
     for i, name in enumerate(chosen, 1):

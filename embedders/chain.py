@@ -106,8 +106,15 @@ def pick_embedder(settings: EmbedderSettings, *, transport: httpx.BaseTransport 
             reason = f"{type(exc).__name__}: {exc}"
             if forced:
                 chosen = DownEmbedder(local_name(settings.local_model), reason)
-                reports.append(_report(kind, chosen.name, "down", _down_reason(chosen.name, reason, False),
-                                       unexpected=not isinstance(exc, PagerError)))
+                reports.append(
+                    _report(
+                        kind,
+                        chosen.name,
+                        "down",
+                        _down_reason(chosen.name, reason, False),
+                        unexpected=not isinstance(exc, PagerError),
+                    )
+                )
                 continue
             reports.append(_report(kind, kind, "failed", reason, unexpected=not isinstance(exc, PagerError)))
             continue
@@ -129,16 +136,19 @@ def _start_forced_http(
     except Exception as exc:  # noqa: BLE001 - reported, logged; the client is kept: it recovers with the server
         reason = f"{type(exc).__name__}: {exc}"
         down = DownEmbedder(embedder.name, reason, backend=embedder, dim=embedder.known_dim)
-        return down, _report(kind, down.name, "down", _down_reason(down.name, reason, True),
-                             unexpected=not isinstance(exc, PagerError))
+        return down, _report(
+            kind, down.name, "down", _down_reason(down.name, reason, True), unexpected=not isinstance(exc, PagerError)
+        )
     return embedder, _report(kind, embedder.name, "active", _active_reason(settings, kind))
 
 
 def _down_reason(name: str, reason: str, recoverable: bool) -> str:
-    then = ("new memories stay pending and retrieval uses the lexical and salience lanes until it answers"
-            if recoverable else
-            "it cannot recover in this process (fix it and reopen); memories stay pending and retrieval "
-            "uses the lexical and salience lanes")
+    then = (
+        "new memories stay pending and retrieval uses the lexical and salience lanes until it answers"
+        if recoverable
+        else "it cannot recover in this process (fix it and reopen); memories stay pending and retrieval "
+        "uses the lexical and salience lanes"
+    )
     return f"forced, but {name} failed at open ({reason}); the store is open without it: {then}"
 
 

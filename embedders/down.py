@@ -91,8 +91,9 @@ class DownEmbedder:
         with self._lock:
             first, self._answered = not self._answered, True
         if first:
-            logger.info("embedder %s answered after failing its boot probe: pending memories can be embedded",
-                        self._name)
+            logger.info(
+                "embedder %s answered after failing its boot probe: pending memories can be embedded", self._name
+            )
         return vectors
 
     def close(self) -> None:

@@ -158,8 +158,9 @@ class HttpEmbedder:
         """The mempager gateway: bearer ``token`` plus the actor header for spend attribution."""
         if not token:
             raise ConfigError("the gateway needs a token (MEMPAGER_GATEWAY_TOKEN)")
-        return cls(url, model=model, api_key=token, actor=actor, dim=dim, options=options,
-                   client=client, transport=transport)
+        return cls(
+            url, model=model, api_key=token, actor=actor, dim=dim, options=options, client=client, transport=transport
+        )
 
     @classmethod
     def provider(
@@ -340,7 +341,8 @@ class HttpEmbedder:
         retry_after = parse_retry_after(response.headers.get("retry-after"))
         if status == 429:
             return EmbedderRateLimited(
-                f"{where}: rate limited ({said}, {tag}); slow down or raise the quota", status=status,
+                f"{where}: rate limited ({said}, {tag}); slow down or raise the quota",
+                status=status,
                 retry_after=retry_after,
             )
         if status >= 500:
@@ -366,9 +368,7 @@ class HttpEmbedder:
         return f"body {snippet(response.content, self._redact)}"
 
 
-def build_http(
-    settings: EmbedderSettings, kind: str, *, transport: httpx.BaseTransport | None = None
-) -> HttpEmbedder:
+def build_http(settings: EmbedderSettings, kind: str, *, transport: httpx.BaseTransport | None = None) -> HttpEmbedder:
     """The gateway or provider embedder that ``settings`` describe (not yet probed)."""
     options = HttpOptions(
         connect_timeout=settings.connect_timeout,
@@ -381,14 +381,23 @@ def build_http(
         if settings.gateway_url is None or settings.gateway_token is None:
             raise EmbedderUnavailable("the gateway needs MEMPAGER_GATEWAY_URL and MEMPAGER_GATEWAY_TOKEN")
         return HttpEmbedder.gateway(
-            settings.gateway_url, token=settings.gateway_token, actor=settings.actor,
-            model=settings.gateway_model, dim=settings.gateway_dim, options=options, transport=transport,
+            settings.gateway_url,
+            token=settings.gateway_token,
+            actor=settings.actor,
+            model=settings.gateway_model,
+            dim=settings.gateway_dim,
+            options=options,
+            transport=transport,
         )
     if kind == "provider":
         if settings.provider_url is None or settings.provider_model is None:
             raise EmbedderUnavailable("the provider needs MEMPAGER_PROVIDER_URL and MEMPAGER_PROVIDER_MODEL")
         return HttpEmbedder.provider(
-            settings.provider_url, model=settings.provider_model, api_key=settings.provider_api_key,
-            dim=settings.provider_dim, options=options, transport=transport,
+            settings.provider_url,
+            model=settings.provider_model,
+            api_key=settings.provider_api_key,
+            dim=settings.provider_dim,
+            options=options,
+            transport=transport,
         )
     raise ValueError(f"kind must be 'gateway' or 'provider', got {kind!r}")

@@ -124,9 +124,7 @@ def _import_sentence_transformers() -> Any:
     try:
         import sentence_transformers
     except ImportError as exc:
-        raise MissingExtra(
-            f"the local embedder needs sentence-transformers and torch: {EXTRA_HINT} ({exc})"
-        ) from exc
+        raise MissingExtra(f"the local embedder needs sentence-transformers and torch: {EXTRA_HINT} ({exc})") from exc
     except Exception as exc:  # a broken torch install raises OSError and friends at import
         raise EmbedderUnavailable(
             f"sentence-transformers is installed but failed to import ({type(exc).__name__}: {exc}); "

@@ -48,8 +48,7 @@ def parse_json(body: bytes, content_type: str, who: str, redact: Redact) -> Any:
         return json.loads(body)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         raise EmbedderBadResponse(
-            f"{who} answered with invalid or truncated JSON ({len(body)} bytes, {exc}): "
-            f"{snippet(body, redact)}"
+            f"{who} answered with invalid or truncated JSON ({len(body)} bytes, {exc}): {snippet(body, redact)}"
         ) from exc
 
 
@@ -116,10 +115,7 @@ def response_body(vectors: FloatMatrix, model: str, order: Sequence[int]) -> dic
     return {
         "object": "list",
         "model": model,
-        "data": [
-            {"object": "embedding", "index": int(i), "embedding": [float(x) for x in vectors[i]]}
-            for i in order
-        ],
+        "data": [{"object": "embedding", "index": int(i), "embedding": [float(x) for x in vectors[i]]} for i in order],
         "usage": {"prompt_tokens": 0, "total_tokens": 0},
     }
 

@@ -75,9 +75,7 @@ class ExactIndex:
                 self._vectors[row] = 0.0  # forgotten vectors do not linger in memory
                 self._free.append(row)
 
-    def search(
-        self, vector: FloatMatrix, k: int, allow: frozenset[int] | None = None
-    ) -> list[tuple[int, float]]:
+    def search(self, vector: FloatMatrix, k: int, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
         if query.shape[0] != self._dim:
             raise DimensionMismatch(f"query has {query.shape[0]} dims, index has {self._dim}")

@@ -155,9 +155,14 @@ class HnswIndex:
         exact_below: int = 1024,
         meta: Mapping[str, Any] | None = None,
     ) -> None:
-        for name, value, low in (("dim", dim, 1), ("M", M, 2), ("ef_construction", ef_construction, 1),
-                                 ("ef", ef, 1), ("initial_capacity", initial_capacity, 1),
-                                 ("exact_below", exact_below, 0)):
+        for name, value, low in (
+            ("dim", dim, 1),
+            ("M", M, 2),
+            ("ef_construction", ef_construction, 1),
+            ("ef", ef, 1),
+            ("initial_capacity", initial_capacity, 1),
+            ("exact_below", exact_below, 0),
+        ):
             _check_int(name, value, low)
         if not 0.0 < max_deleted_share < 1.0:
             raise ConfigError(f"HnswIndex max_deleted_share must be in (0, 1), got {max_deleted_share!r}")
@@ -242,8 +247,10 @@ class HnswIndex:
         labels_arr = as_labels(labels)
         matrix = as_vectors(vectors)
         if matrix.ndim != 2 or matrix.shape[1] != self._dim:
-            raise DimensionMismatch(f"hnsw index holds {self._dim}-d vectors, got shape {matrix.shape}; "
-                                    "vectors of another model belong in that model's index")
+            raise DimensionMismatch(
+                f"hnsw index holds {self._dim}-d vectors, got shape {matrix.shape}; "
+                "vectors of another model belong in that model's index"
+            )
         if matrix.shape[0] != labels_arr.size:
             raise InvalidInput(f"{labels_arr.size} labels for {matrix.shape[0]} vectors")
         if not np.isfinite(matrix).all():
@@ -302,7 +309,7 @@ class HnswIndex:
             fresh = self._new_state(max(len(live_rows), self._initial_capacity))
             # Searches keep using the old graph meanwhile: nothing mutates it while we hold _mutate.
             for start in range(0, len(live_rows), _CHUNK):
-                part = live_rows[start:start + _CHUNK]
+                part = live_rows[start : start + _CHUNK]
                 self._insert(fresh, old.row_labels[part], old.vectors[part], np.full(len(part), -1))
             with self._rw.write():
                 self._state = fresh
@@ -312,13 +319,16 @@ class HnswIndex:
         with _hnswlib("create the index"):
             graph.init_index(max_elements=capacity, M=self._M, ef_construction=self._ef_construction)
             graph.set_ef(self._ef)
-        return _State(graph=graph, vectors=np.zeros((capacity, self._dim), np.float32),
-                      row_labels=np.zeros(capacity, np.int64), live=np.zeros(capacity, bool), rows={})
+        return _State(
+            graph=graph,
+            vectors=np.zeros((capacity, self._dim), np.float32),
+            row_labels=np.zeros(capacity, np.int64),
+            live=np.zeros(capacity, bool),
+            rows={},
+        )
 
     # -- search ---------------------------------------------------------------------------------
-    def search(
-        self, vector: FloatMatrix, k: int, allow: frozenset[int] | None = None
-    ) -> list[tuple[int, float]]:
+    def search(self, vector: FloatMatrix, k: int, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
         """Best first by cosine similarity, at most ``k`` (clamped), only labels in ``allow`` if given."""
         query = self._query(vector)
         if k <= 0:
@@ -367,8 +377,9 @@ class HnswIndex:
         try:
             with _hnswlib("search"):
                 # hnswlib searches with max(ef, k) itself, so a k above ef needs no set_ef dance.
-                found, _ = state.graph.knn_query(query, k=min(k + 1, n), num_threads=1,
-                                                 filter=None if allow is None else accept)
+                found, _ = state.graph.knn_query(
+                    query, k=min(k + 1, n), num_threads=1, filter=None if allow is None else accept
+                )
         except _ShortResult:
             # Tombstones or a filter left hnswlib short of k; the exact answer is still cheap to get.
             return self._scan(state, query, k, allow)
@@ -390,16 +401,24 @@ class HnswIndex:
         meta_out = persist.normalise_meta(self.meta if meta is None else meta)
         with self._mutate:  # a consistent snapshot; searches are read-only and may continue
             state = self._state
-            graph_file = persist.write_content_file(directory, "hnsw", ".bin",
-                                                    lambda path: state.graph.save_index(str(path)))
-            vectors_file = persist.write_content_file(directory, "vectors", ".bin",
-                                                      lambda path: persist.write_rows(path, *state.snapshot()))
+            graph_file = persist.write_content_file(
+                directory, "hnsw", ".bin", lambda path: state.graph.save_index(str(path))
+            )
+            vectors_file = persist.write_content_file(
+                directory, "vectors", ".bin", lambda path: persist.write_rows(path, *state.snapshot())
+            )
             persist.fsync_dir(directory)
             manifest = Manifest(
-                kind=KIND, dim=self._dim, M=self._M, ef_construction=self._ef_construction,
-                count=len(state.rows), rows=state.size, deleted=state.deleted,
+                kind=KIND,
+                dim=self._dim,
+                M=self._M,
+                ef_construction=self._ef_construction,
+                count=len(state.rows),
+                rows=state.size,
+                deleted=state.deleted,
                 max_label=max(state.rows) if state.rows else None,
-                files={"index": graph_file, "vectors": vectors_file}, meta=meta_out,
+                files={"index": graph_file, "vectors": vectors_file},
+                meta=meta_out,
             )
             persist.write_manifest(directory, manifest)
             persist.remove_unreferenced(directory, manifest, _PREFIXES)
@@ -414,8 +433,10 @@ class HnswIndex:
         directory = Path(directory)
         manifest = persist.read_manifest(directory)
         if manifest is None:
-            raise IndexStale(f"no manifest in {directory}: the index was never saved there or its save "
-                             "did not finish; rebuild it from the store")
+            raise IndexStale(
+                f"no manifest in {directory}: the index was never saved there or its save "
+                "did not finish; rebuild it from the store"
+            )
         self._check(manifest, self.meta if expect_meta is None else expect_meta, directory)
         with self._mutate:
             fresh = self._read(directory, manifest)
@@ -438,8 +459,10 @@ class HnswIndex:
             graph.load_index(str(graph_path), max_elements=capacity)
             graph.set_ef(self._ef)  # hnswlib does not save ef
         if graph.element_count != manifest.rows:
-            raise IndexStale(f"{graph_path} holds {graph.element_count} rows, the manifest says "
-                             f"{manifest.rows}; rebuild the index from the store")
+            raise IndexStale(
+                f"{graph_path} holds {graph.element_count} rows, the manifest says "
+                f"{manifest.rows}; rebuild the index from the store"
+            )
         rows = dict(zip(row_labels[live].tolist(), np.flatnonzero(live).tolist(), strict=True))
         spare = capacity - manifest.rows
         vectors = np.concatenate([vectors, np.zeros((spare, self._dim), np.float32)])
@@ -450,14 +473,18 @@ class HnswIndex:
     def _check(self, manifest: Manifest, expect_meta: Mapping[str, Any], directory: Path) -> None:
         problems = [
             f"{name} is {saved!r}, expected {ours!r}"
-            for name, saved, ours in (("kind", manifest.kind, KIND), ("dim", manifest.dim, self._dim),
-                                      ("M", manifest.M, self._M),
-                                      ("ef_construction", manifest.ef_construction, self._ef_construction))
+            for name, saved, ours in (
+                ("kind", manifest.kind, KIND),
+                ("dim", manifest.dim, self._dim),
+                ("M", manifest.M, self._M),
+                ("ef_construction", manifest.ef_construction, self._ef_construction),
+            )
             if saved != ours
         ]
         problems += persist.meta_differences(manifest.meta, expect_meta)
         if set(manifest.files) != {"index", "vectors"}:
             problems.append(f"files are {sorted(manifest.files)}, expected ['index', 'vectors']")
         if problems:
-            raise IndexStale(f"saved index in {directory} does not match: {'; '.join(problems)}; "
-                             "rebuild it from the store")
+            raise IndexStale(
+                f"saved index in {directory} does not match: {'; '.join(problems)}; rebuild it from the store"
+            )

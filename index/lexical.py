@@ -179,8 +179,13 @@ class State:
         live = np.flatnonzero(self.df[: len(self.terms)] > 0)
         remap = np.full(len(self.terms), -1, np.int32)
         remap[live] = np.arange(len(live), dtype=np.int32)
-        return Docs(self.row_label[rows].copy(), counts, remap[tok[:, 0]], tok[:, 1].copy(),
-                    [self.terms[t] for t in live.tolist()])
+        return Docs(
+            self.row_label[rows].copy(),
+            counts,
+            remap[tok[:, 0]],
+            tok[:, 1].copy(),
+            [self.terms[t] for t in live.tolist()],
+        )
 
     @classmethod
     def build(cls, docs: Docs) -> State:
@@ -366,17 +371,30 @@ class LexicalIndex:
         with self._lock:
             docs = self._state.docs()
         buf = io.BytesIO()
-        np.savez(buf, labels=docs.labels, counts=docs.counts, tok_term=docs.tok_term, tok_pos=docs.tok_pos,
-                 vocab=np.frombuffer("\n".join(docs.terms).encode(), np.uint8))
+        np.savez(
+            buf,
+            labels=docs.labels,
+            counts=docs.counts,
+            tok_term=docs.tok_term,
+            tok_pos=docs.tok_pos,
+            vocab=np.frombuffer("\n".join(docs.terms).encode(), np.uint8),
+        )
         data = buf.getvalue()
         digest = hashlib.sha256(data).hexdigest()
         name = f"{_DATA_PREFIX}{digest[:16]}.npz"
         _write_atomic(directory / name, data)
         manifest = {
-            "format_version": FORMAT_VERSION, "kind": KIND, "tokenizer": self.tokenizer.version,
-            "k1": self.k1, "b": self.b, "count": len(docs.labels), "terms": len(docs.terms),
-            "tokens": len(docs.tok_term), "max_label": int(docs.labels.max()) if len(docs.labels) else None,
-            "data": {"name": name, "sha256": digest, "size": len(data)}, "meta": meta_plain,
+            "format_version": FORMAT_VERSION,
+            "kind": KIND,
+            "tokenizer": self.tokenizer.version,
+            "k1": self.k1,
+            "b": self.b,
+            "count": len(docs.labels),
+            "terms": len(docs.terms),
+            "tokens": len(docs.tok_term),
+            "max_label": int(docs.labels.max()) if len(docs.labels) else None,
+            "data": {"name": name, "sha256": digest, "size": len(data)},
+            "meta": meta_plain,
             "written_at": datetime.now(timezone.utc).isoformat(),
         }
         # The data file is durable before the manifest names it; a crash keeps the previous pair.
@@ -439,11 +457,15 @@ def _read_manifest(path: Path, tokenizer: str, expect: dict[str, Any]) -> dict[s
     if not isinstance(body, dict) or not isinstance(body.get("data"), dict) or not isinstance(body.get("meta"), dict):
         raise IndexStale(f"{path} is not a lexical index manifest; rebuild the lexical index from the store")
     wanted = {"format_version": FORMAT_VERSION, "kind": KIND, "tokenizer": tokenizer}
-    problems = [f"{key} is {body.get(key)!r}, expected {want!r}" for key, want in wanted.items()
-                if body.get(key) != want]
+    problems = [
+        f"{key} is {body.get(key)!r}, expected {want!r}" for key, want in wanted.items() if body.get(key) != want
+    ]
     meta = body["meta"]
-    problems += [f"meta {key!r} is {meta.get(key, '<missing>')!r}, expected {want!r}"
-                 for key, want in expect.items() if key not in meta or meta[key] != want]
+    problems += [
+        f"meta {key!r} is {meta.get(key, '<missing>')!r}, expected {want!r}"
+        for key, want in expect.items()
+        if key not in meta or meta[key] != want
+    ]
     if problems:
         raise IndexStale(f"lexical index at {path} is stale: {'; '.join(problems)}; rebuild it from the store")
     return body
@@ -464,18 +486,29 @@ def _read_docs(directory: Path, manifest: dict[str, Any]) -> Docs:
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             blob = npz["vocab"].tobytes().decode("utf-8")
-            docs = Docs(npz["labels"].astype(np.int64), npz["counts"].astype(np.int64),
-                        npz["tok_term"].astype(np.int32), npz["tok_pos"].astype(np.int32),
-                        blob.split("\n") if blob else [])
+            docs = Docs(
+                npz["labels"].astype(np.int64),
+                npz["counts"].astype(np.int64),
+                npz["tok_term"].astype(np.int32),
+                npz["tok_pos"].astype(np.int32),
+                blob.split("\n") if blob else [],
+            )
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:  # UnicodeDecodeError is a ValueError
         raise IndexStale(f"{path} is not a readable lexical index ({exc}); rebuild") from exc
     n_tok, labels = len(docs.tok_term), docs.labels
-    checks = {"count": (len(labels), manifest.get("count")), "terms": (len(docs.terms), manifest.get("terms")),
-              "tokens": (n_tok, manifest.get("tokens")), "positions": (len(docs.tok_pos), n_tok),
-              "max_label": (int(labels.max()) if len(labels) else None, manifest.get("max_label")),
-              "token sum": (int(docs.counts.sum()), n_tok), "distinct labels": (len(np.unique(labels)), len(labels)),
-              "term ids in range": (bool(n_tok == 0 or (docs.tok_term.min() >= 0 and
-                                                        docs.tok_term.max() < len(docs.terms))), True)}
+    checks = {
+        "count": (len(labels), manifest.get("count")),
+        "terms": (len(docs.terms), manifest.get("terms")),
+        "tokens": (n_tok, manifest.get("tokens")),
+        "positions": (len(docs.tok_pos), n_tok),
+        "max_label": (int(labels.max()) if len(labels) else None, manifest.get("max_label")),
+        "token sum": (int(docs.counts.sum()), n_tok),
+        "distinct labels": (len(np.unique(labels)), len(labels)),
+        "term ids in range": (
+            bool(n_tok == 0 or (docs.tok_term.min() >= 0 and docs.tok_term.max() < len(docs.terms))),
+            True,
+        ),
+    }
     problems = [f"{key} {got!r} != {want!r}" for key, (got, want) in checks.items() if got != want]
     if problems or (len(docs.counts) and docs.counts.min() < 0):
         raise IndexStale(f"{path} disagrees with its manifest ({'; '.join(problems)}); rebuild")

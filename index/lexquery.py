@@ -261,8 +261,10 @@ class _Evaluator:
         prefix = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
         terms = self.corpus.prefix_terms(prefix, MAX_PREFIX_TERMS + 1)
         if len(terms) > MAX_PREFIX_TERMS:
-            raise QueryTooBroad(f"prefix {text + '*'!r} matches {len(terms)} indexed terms (at most "
-                                f"{MAX_PREFIX_TERMS}); type more letters before the '*'")
+            raise QueryTooBroad(
+                f"prefix {text + '*'!r} matches {len(terms)} indexed terms (at most "
+                f"{MAX_PREFIX_TERMS}); type more letters before the '*'"
+            )
         rows = reduce(np.union1d, (self.corpus.rows_with(t) for t in terms), _EMPTY)
         return Matched(rows, tuple(terms))
 
@@ -270,8 +272,15 @@ class _Evaluator:
 # -- scoring kernels (pure numpy over the index's arrays) ---------------------------------------
 
 
-def bm25(postings: Sequence[npt.NDArray[np.int32]], df: RowArray, n_docs: int, total_len: int,
-         doclen: Floats, k1: float, b: float) -> Floats:
+def bm25(
+    postings: Sequence[npt.NDArray[np.int32]],
+    df: RowArray,
+    n_docs: int,
+    total_len: int,
+    doclen: Floats,
+    k1: float,
+    b: float,
+) -> Floats:
     """Okapi BM25 of every row for one query: ``postings[i]`` holds (row, tf) pairs of term i.
 
     idf = ln(1 + (N - df + 0.5) / (df + 0.5)) (never negative); rows that match nothing score 0.

@@ -177,16 +177,19 @@ def read_verified(directory: Path, entry: FileEntry) -> ByteArray:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size != entry.size:
-                raise IndexStale(f"{path} has {size} bytes, the manifest says {entry.size} (truncated or "
-                                 "replaced); rebuild the index from the store")
+                raise IndexStale(
+                    f"{path} has {size} bytes, the manifest says {entry.size} (truncated or "
+                    "replaced); rebuild the index from the store"
+                )
             data: ByteArray = np.empty(size, dtype=np.uint8)  # unlike bytearray(size), not zero-filled first
             got = fh.readinto(data.data)
     except OSError as exc:
         raise IndexStale(f"cannot read {path} ({exc}); rebuild the index from the store") from exc
     digest = hashlib.sha256(data.data).hexdigest()
     if got != entry.size or digest != entry.sha256:
-        raise IndexStale(f"{path} does not match its checksum in the manifest (corrupt); "
-                         "rebuild the index from the store")
+        raise IndexStale(
+            f"{path} does not match its checksum in the manifest (corrupt); rebuild the index from the store"
+        )
     return data
 
 
@@ -200,11 +203,14 @@ def verify_file(directory: Path, entry: FileEntry) -> Path:
     except OSError as exc:
         raise IndexStale(f"cannot read {path} ({exc}); rebuild the index from the store") from exc
     if size != entry.size:
-        raise IndexStale(f"{path} has {size} bytes, the manifest says {entry.size} (truncated or replaced); "
-                         "rebuild the index from the store")
+        raise IndexStale(
+            f"{path} has {size} bytes, the manifest says {entry.size} (truncated or replaced); "
+            "rebuild the index from the store"
+        )
     if digest != entry.sha256:
-        raise IndexStale(f"{path} does not match its checksum in the manifest (corrupt); "
-                         "rebuild the index from the store")
+        raise IndexStale(
+            f"{path} does not match its checksum in the manifest (corrupt); rebuild the index from the store"
+        )
     return path
 
 
@@ -293,8 +299,10 @@ def read_rows(data: ByteArray, manifest: Manifest) -> tuple[LabelArray, FloatMat
     """Parse verified bytes into arrays that view (not copy) the buffer, and check them against the manifest."""
     n, dim = manifest.rows, manifest.dim
     if len(data) != n * (8 + 4 * dim + 1):
-        raise IndexStale(f"vectors file holds {len(data)} bytes, expected {n * (8 + 4 * dim + 1)} for "
-                         f"{n} rows of {dim} dims; rebuild the index from the store")
+        raise IndexStale(
+            f"vectors file holds {len(data)} bytes, expected {n * (8 + 4 * dim + 1)} for "
+            f"{n} rows of {dim} dims; rebuild the index from the store"
+        )
     # Views of the verified buffer: no copy, and writable, so remove() can zero rows in place.
     labels = data[: 8 * n].view("<i8").astype(np.int64, copy=False)
     vectors = data[8 * n : (8 + 4 * dim) * n].view("<f4").reshape(n, dim)
@@ -305,8 +313,9 @@ def read_rows(data: ByteArray, manifest: Manifest) -> tuple[LabelArray, FloatMat
     live_labels = labels[live]
     problems = []
     if live_labels.size != manifest.count or n - live_labels.size != manifest.deleted:
-        problems.append(f"{live_labels.size} live of {n} rows, manifest says {manifest.count} live, "
-                        f"{manifest.deleted} deleted")
+        problems.append(
+            f"{live_labels.size} live of {n} rows, manifest says {manifest.count} live, {manifest.deleted} deleted"
+        )
     if np.unique(live_labels).size != live_labels.size:
         problems.append("a label is live in two rows")
     if (int(live_labels.max()) if live_labels.size else None) != manifest.max_label:

@@ -49,7 +49,8 @@ _VERSION = re.compile(r"v\d+(?:\.\d+)+")
 
 # Written for this project: function words that carry no topic, with contractions squashed the way
 # the word normaliser squashes them ("don't" -> "dont").
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against ain all am an and any are aren arent as at be because been before
 being below between both but by can cannot could couldn couldnt d did didn didnt do does doesn doesnt
 doing don dont down during each few for from further had hadn hadnt has hasn hasnt have haven havent
@@ -61,7 +62,8 @@ theres these they theyd theyll theyre theyve this those through to too under unt
 wasn wasnt we wed well were weren werent weve what whats when whens where wheres which while who
 whom whos why whys will with won wont would wouldn wouldnt y you youd youll your youre yours
 yourself yourselves youve
-""".split())
+""".split()
+)
 
 _VOWELS = frozenset("aeiou")
 
@@ -70,8 +72,13 @@ def _undouble_or_restore_e(stem: str) -> str:
     """After stripping -ed/-ing: 'stopp' -> 'stop', 'mak' -> 'make', 'walk' stays."""
     if len(stem) >= 3 and stem[-1] == stem[-2] and stem[-1] not in "lsz" and stem[-1] not in _VOWELS:
         return stem[:-1]
-    short_cvc = (len(stem) == 3 and stem[0] not in _VOWELS and stem[1] in _VOWELS
-                 and stem[2] not in _VOWELS and stem[2] not in "wxy")
+    short_cvc = (
+        len(stem) == 3
+        and stem[0] not in _VOWELS
+        and stem[1] in _VOWELS
+        and stem[2] not in _VOWELS
+        and stem[2] not in "wxy"
+    )
     return stem + "e" if short_cvc else stem
 
 

@@ -63,12 +63,12 @@ class AsyncPager:
     async def remember_many(self, items: Sequence[Mapping[str, Any]]) -> list[str]:
         return await asyncio.to_thread(self.sync_pager.remember_many, items)
 
-    async def record_outcome(self, summary: str, outcome: str, intent_ref: str | None = None,
-                             **fields: Any) -> str:
+    async def record_outcome(self, summary: str, outcome: str, intent_ref: str | None = None, **fields: Any) -> str:
         return await asyncio.to_thread(self.sync_pager.record_outcome, summary, outcome, intent_ref, **fields)
 
-    async def write_pattern(self, spec: PatternSpec, strength: float = 0.5, coverage: int = 1,
-                            derived_from: Sequence[str] = ()) -> str:
+    async def write_pattern(
+        self, spec: PatternSpec, strength: float = 0.5, coverage: int = 1, derived_from: Sequence[str] = ()
+    ) -> str:
         return await asyncio.to_thread(self.sync_pager.write_pattern, spec, strength, coverage, derived_from)
 
     async def reinforce_pattern(self, spec: PatternSpec, derived_from: Sequence[str] = ()) -> str:

@@ -54,8 +54,7 @@ def open(  # noqa: A001 - the public name the design asks for
             embedder, report = _choose_embedder(cfg, actor, environ)
         else:
             report = [{"name": embedder.name, "status": "active", "reason": "passed to mempager.open"}]
-        return Pager(store, actor, config=cfg, embedder=embedder, embedder_report=report,
-                     on_audit_event=on_audit_event)
+        return Pager(store, actor, config=cfg, embedder=embedder, embedder_report=report, on_audit_event=on_audit_event)
     except builtins.BaseException:
         store.close()
         raise

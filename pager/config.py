@@ -79,9 +79,7 @@ class PagerConfig:
     half_life_days: Mapping[str, float] = field(default_factory=lambda: DEFAULT_HALF_LIVES)
     default_half_life_days: float = 90.0
     salience_weights: Mapping[str, float] = field(
-        default_factory=lambda: _frozen(
-            {"recency": 0.4, "importance": 0.25, "strength": 0.25, "access": 0.1}
-        )
+        default_factory=lambda: _frozen({"recency": 0.4, "importance": 0.25, "strength": 0.25, "access": 0.1})
     )
     # procedural lifecycle (seed 002: playbook confidence, maturity, anti-patterns)
     success_increment: float = 0.05
@@ -150,11 +148,12 @@ class PagerConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if not isinstance(self.min_pattern_successes, int) or self.min_pattern_successes < 0:
-            raise ConfigError(
-                f"min_pattern_successes must be an integer >= 0, got {self.min_pattern_successes!r}"
-            )
-        if isinstance(self.salience_reserve, bool) or not isinstance(self.salience_reserve, int) \
-                or self.salience_reserve < 0:
+            raise ConfigError(f"min_pattern_successes must be an integer >= 0, got {self.min_pattern_successes!r}")
+        if (
+            isinstance(self.salience_reserve, bool)
+            or not isinstance(self.salience_reserve, int)
+            or self.salience_reserve < 0
+        ):
             raise ConfigError(f"salience_reserve must be an integer >= 0, got {self.salience_reserve!r}")
         self._check_embedding()
         if self.fusion not in ("score", "rrf"):
@@ -165,25 +164,28 @@ class PagerConfig:
             raise ConfigError(f"salience_mode must be 'unindexed' or 'all', got {self.salience_mode!r}")
         if self.memory_mode not in MEMORY_MODES:
             raise ConfigError(f"memory_mode must be one of {', '.join(MEMORY_MODES)}, got {self.memory_mode!r}")
-        for name in ("success_increment", "failure_decrement", "established_confidence", "proven_confidence",
-                     "demote_proven_below", "demote_established_below", "min_pattern_relevance",
-                     "copilot_min_confidence"):
+        for name in (
+            "success_increment",
+            "failure_decrement",
+            "established_confidence",
+            "proven_confidence",
+            "demote_proven_below",
+            "demote_established_below",
+            "min_pattern_relevance",
+            "copilot_min_confidence",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be a number in [0, 1], got {value!r}")
         if self.confidence_half_life_days <= 0 or self.antipattern_failure_ratio <= 0:
             raise ConfigError("confidence_half_life_days and antipattern_failure_ratio must be > 0")
         if self.embedder not in EMBEDDER_CHOICES:
-            raise ConfigError(
-                f"embedder must be one of {', '.join(EMBEDDER_CHOICES)}, got {self.embedder!r}"
-            )
+            raise ConfigError(f"embedder must be one of {', '.join(EMBEDDER_CHOICES)}, got {self.embedder!r}")
         self._check_weights("lane_weights", self.lane_weights)
         self._check_weights("salience_weights", self.salience_weights)
         self._check_weights("half_life_days", self.half_life_days, positive=True)
         if self.default_half_life_days <= 0:
-            raise ConfigError(
-                f"default_half_life_days must be > 0, got {self.default_half_life_days!r}"
-            )
+            raise ConfigError(f"default_half_life_days must be > 0, got {self.default_half_life_days!r}")
         bad = [t for t in self.half_life_days if t not in MemoryType._value2member_map_]
         if bad:
             raise ConfigError(f"half_life_days has unknown memory types {bad!r}")
@@ -233,9 +235,7 @@ class PagerConfig:
                 try:
                     values[f.name] = int(raw)
                 except ValueError as exc:
-                    raise ConfigError(
-                        f"MEMPAGER_{f.name.upper()} must be an integer, got {raw!r}"
-                    ) from exc
+                    raise ConfigError(f"MEMPAGER_{f.name.upper()} must be an integer, got {raw!r}") from exc
             elif f.type in ("float", float):
                 try:
                     values[f.name] = float(raw)

@@ -75,36 +75,65 @@ class Pager:
         self.semantic, self.lexical = self._open_lanes(store, actor, config, embedder)
         store.add_change_listener(actor, self._on_change)
         self.workers = EmbedWorkers(
-            self.semantic, workers=config.embed_workers, batch_size=config.embed_batch_size,
-            max_attempts=config.embed_max_attempts, backoff=config.embed_backoff_seconds,
+            self.semantic,
+            workers=config.embed_workers,
+            batch_size=config.embed_batch_size,
+            max_attempts=config.embed_max_attempts,
+            backoff=config.embed_backoff_seconds,
             max_backoff=config.embed_max_backoff_seconds,
         )
         # the collaborators: each gets only what it needs
         build = MemoryBuilder(actor, config)
-        self.retriever = Retriever(store, actor, config, clock=self._clock, semantic=self.semantic,
-                                   lexical=self.lexical)
+        self.retriever = Retriever(
+            store, actor, config, clock=self._clock, semantic=self.semantic, lexical=self.lexical
+        )
         self.review_queue = ReviewQueue(store, actor, config, after_write=self._after_write)
-        self.procedures = Procedures(store, actor, config, clock=self._clock, embedder=self._embedder, build=build,
-                                     review=self.review_queue, after_write=self._after_write)
-        self.writer = Writer(store, actor, config, build=build, gate=EncodingGate(store, actor, config),
-                             after_write=self._after_write, feedback=self.procedures.feedback)
+        self.procedures = Procedures(
+            store,
+            actor,
+            config,
+            clock=self._clock,
+            embedder=self._embedder,
+            build=build,
+            review=self.review_queue,
+            after_write=self._after_write,
+        )
+        self.writer = Writer(
+            store,
+            actor,
+            config,
+            build=build,
+            gate=EncodingGate(store, actor, config),
+            after_write=self._after_write,
+            feedback=self.procedures.feedback,
+        )
         self.editor = Editor(store, actor, build=build, retriever=self.retriever, notify=self.workers.notify)
         self.assembler = PageAssembler(store, actor, config, retriever=self.retriever, procedures=self.procedures)
-        self.eraser = Eraser(store, actor, config, semantic=self.semantic, lexical=self.lexical,
-                             retriever=self.retriever, drop_caches=self.procedures.drop_caches)
+        self.eraser = Eraser(
+            store,
+            actor,
+            config,
+            semantic=self.semantic,
+            lexical=self.lexical,
+            retriever=self.retriever,
+            drop_caches=self.procedures.drop_caches,
+        )
         self.migration = ModelMigration(store, actor, semantic=self.semantic, workers=self.workers)
         self._closed = False
         self._audit_listener: Callable[[AuditEntry], None] | None = None
         if on_audit_event is not None:
+
             def listener(entry: AuditEntry) -> None:
                 if entry.actor == actor:
                     on_audit_event(entry)
+
             self._audit_listener = listener
             store.add_audit_listener(listener)
 
     @staticmethod
-    def _open_lanes(store: Store, actor: str, config: PagerConfig,
-                    embedder: Embedder) -> tuple[SemanticLaneLike, LexicalLaneLike]:
+    def _open_lanes(
+        store: Store, actor: str, config: PagerConfig, embedder: Embedder
+    ) -> tuple[SemanticLaneLike, LexicalLaneLike]:
         semantic: SemanticLaneLike
         lexical: LexicalLaneLike
         native = getattr(store, "native_lanes", None)
@@ -113,9 +142,17 @@ class Pager:
         else:  # the embedded store: per-process caches derived from the store, saved beside it
             index_dir = Path(store.location + ".index")
             store_id = getattr(store, "store_id")  # noqa: B009 - only the embedded store has one
-            semantic = SemanticLane(store, actor, embedder, index_dir, store_id=store_id,
-                                    M=config.hnsw_m, ef_construction=config.hnsw_ef_construction,
-                                    ef=config.hnsw_ef, max_deleted_share=config.hnsw_max_deleted_share)
+            semantic = SemanticLane(
+                store,
+                actor,
+                embedder,
+                index_dir,
+                store_id=store_id,
+                M=config.hnsw_m,
+                ef_construction=config.hnsw_ef_construction,
+                ef=config.hnsw_ef,
+                max_deleted_share=config.hnsw_max_deleted_share,
+            )
             lexical = LexicalLane(store, actor, index_dir / slug(actor) / "lexical", store_id=store_id)
         # Two caches from two sets of files: loaded side by side (file reads, hashing, DuckDB and
         # numpy release the GIL), so opening costs about the slower of the two, not their sum.
@@ -167,7 +204,7 @@ class Pager:
 
     @property
     def clock(self) -> Callable[[], datetime]:
-        """"Now" for every collaborator (lifecycle decay, salience recency); assignable, e.g. to freeze time."""
+        """ "Now" for every collaborator (lifecycle decay, salience recency); assignable, e.g. to freeze time."""
         return self._clock
 
     @clock.setter
@@ -224,8 +261,16 @@ class Pager:
         """Batch write; every item is validated before anything is stored."""
         return self.writer.remember_many(items)
 
-    def record_outcome(self, summary: str, outcome: str, intent_ref: str | None = None, *, turn: str | None = None,
-                       used: Sequence[str] | None = None, **fields: Any) -> str:
+    def record_outcome(
+        self,
+        summary: str,
+        outcome: str,
+        intent_ref: str | None = None,
+        *,
+        turn: str | None = None,
+        used: Sequence[str] | None = None,
+        **fields: Any,
+    ) -> str:
         """An episodic outcome; with ``turn``, success/failure also feeds back to that turn's patterns."""
         return self.writer.record_outcome(summary, outcome, intent_ref, turn=turn, used=used, **fields)
 
@@ -250,9 +295,18 @@ class Pager:
         """Page fault: the few memories this turn needs, fused from every lane."""
         return self.retriever.retrieve(query, k, budget=budget)
 
-    def recall(self, query: str | None = None, types: Sequence[str | MemoryType] | None = None, since: Any = None,
-               until: Any = None, limit: int = 20, offset: int = 0, *, source: Sequence[str] | None = None,
-               tags: Sequence[str] | None = None) -> list[Memory]:
+    def recall(
+        self,
+        query: str | None = None,
+        types: Sequence[str | MemoryType] | None = None,
+        since: Any = None,
+        until: Any = None,
+        limit: int = 20,
+        offset: int = 0,
+        *,
+        source: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> list[Memory]:
         """Deliberate look-up: newest first, or every match of the lexical query syntax, best first."""
         return self.retriever.recall(query, types, since, until, limit, offset, source=source, tags=tags)
 
@@ -271,8 +325,9 @@ class Pager:
         return self.assembler.page(goal, query, turn=turn)
 
     # -- procedural (Procedures, ReviewQueue) ---------------------------------------------------
-    def write_pattern(self, spec: PatternSpec, strength: float = 0.5, coverage: int = 1,
-                      derived_from: Sequence[str] = ()) -> str:
+    def write_pattern(
+        self, spec: PatternSpec, strength: float = 0.5, coverage: int = 1, derived_from: Sequence[str] = ()
+    ) -> str:
         return self.procedures.write_pattern(spec, strength, coverage, derived_from)
 
     def reinforce_pattern(self, spec: PatternSpec, derived_from: Sequence[str] = ()) -> str:
@@ -289,8 +344,9 @@ class Pager:
     def pattern_stages(self) -> dict[str, int]:
         return self.procedures.pattern_stages()
 
-    def procedural(self, goal: str, *, rank: str | None = None, seed: int | None = None,
-                   include_menu: bool = False) -> list[Pattern]:
+    def procedural(
+        self, goal: str, *, rank: str | None = None, seed: int | None = None, include_menu: bool = False
+    ) -> list[Pattern]:
         """Injectable patterns matching ``goal``, best first."""
         return self.procedures.procedural(goal, rank=rank, seed=seed, include_menu=include_menu)
 
@@ -317,8 +373,14 @@ class Pager:
         return self.review_queue.decide(review_id, accept)
 
     # -- maintenance (Eraser, ModelMigration) ---------------------------------------------------
-    def forget(self, uri: str | None = None, *, actor: str | None = None, where: Mapping[str, Any] | None = None,
-               hard: bool = True) -> int:
+    def forget(
+        self,
+        uri: str | None = None,
+        *,
+        actor: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        hard: bool = True,
+    ) -> int:
         """Forget one memory by uri, or every memory of ``actor`` matching ``where``; hard by default."""
         return self.eraser.forget(uri, actor=actor, where=where, hard=hard)
 

@@ -37,8 +37,7 @@ class PatternSpec:
             value = getattr(self, name)
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
                 raise InvalidInput(
-                    f"PatternSpec.{name} must be a list of strings, got {value!r}; "
-                    "wrap a single step in a list"
+                    f"PatternSpec.{name} must be a list of strings, got {value!r}; wrap a single step in a list"
                 )
             object.__setattr__(self, name, tuple(value))
         if not (self.name.strip() or self.trigger.strip() or any(s.strip() for s in self.steps)):

@@ -43,9 +43,7 @@ class VectorIndex(Protocol):
 
     def remove(self, labels: Iterable[int]) -> None: ...
 
-    def search(
-        self, vector: FloatMatrix, k: int, allow: frozenset[int] | None = None
-    ) -> list[tuple[int, float]]:
+    def search(self, vector: FloatMatrix, k: int, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
         """Best first; score is cosine similarity (higher is better). ``allow`` filters labels."""
         ...
 
@@ -213,8 +211,9 @@ class Store(Protocol):
 
     def review_purge(self, actor: str, ids: Sequence[str] | None = None) -> int: ...
 
-    def audit_entries(self, actor: str | None = None, since: datetime | None = None, limit: int = 1000) -> list[Any]:
-        ...
+    def audit_entries(
+        self, actor: str | None = None, since: datetime | None = None, limit: int = 1000
+    ) -> list[Any]: ...
 
     def verify_audit(self) -> AuditReport: ...
 

@@ -102,21 +102,29 @@ class TurnMemory:
                 raise InvalidInput("a summary describes an outcome; pass outcome= too")
             summary = check_text(summary, self.pager.config.max_text_bytes, "summary")
         half = self.max_turn_tokens // 2
-        text = (f"User: {_side(user_message, 'user_message', half)}\n"
-                f"Assistant: {_side(assistant_reply, 'assistant_reply', half)}"
-                + (f"\nOutcome: {outcome}" if outcome else ""))
+        text = (
+            f"User: {_side(user_message, 'user_message', half)}\n"
+            f"Assistant: {_side(assistant_reply, 'assistant_reply', half)}"
+            + (f"\nOutcome: {outcome}" if outcome else "")
+        )
         # feedback before the event: it refuses a second, different verdict for a turn, and a
         # refusal must leave nothing written; a retry after a failed write is a no-op here
         updated = self.pager.feedback(turn_id, outcome, used=used) if outcome in ("success", "failure") else 0
         # an explicit time keeps two identical exchanges as two events instead of one deduplicated
-        event_uri = self.pager.remember("event", text, source=Source.OBSERVED, tags=[TURN_TAG],
-                                        metadata={"turn": turn_id, "outcome": outcome},
-                                        created_at=datetime.now(timezone.utc))
+        event_uri = self.pager.remember(
+            "event",
+            text,
+            source=Source.OBSERVED,
+            tags=[TURN_TAG],
+            metadata={"turn": turn_id, "outcome": outcome},
+            created_at=datetime.now(timezone.utc),
+        )
         outcome_uri = None
         if summary is not None and outcome is not None:  # (outcome is set whenever summary is)
             # turn=None: this turn's feedback was given above, exactly once
-            outcome_uri = self.pager.record_outcome(summary, outcome, event_uri, source=Source.OBSERVED,
-                                                    metadata={"turn_id": turn_id})
+            outcome_uri = self.pager.record_outcome(
+                summary, outcome, event_uri, source=Source.OBSERVED, metadata={"turn_id": turn_id}
+            )
         return TurnRecord(turn_id, event_uri, outcome_uri, updated)
 
 
@@ -147,6 +155,8 @@ class AsyncTurnMemory:
         summary: str | None = None,
         used: Sequence[str] | None = None,
     ) -> TurnRecord:
-        return await asyncio.to_thread(functools.partial(
-            self.turns.after_turn, turn_id, user_message, assistant_reply, outcome, summary=summary, used=used
-        ))
+        return await asyncio.to_thread(
+            functools.partial(
+                self.turns.after_turn, turn_id, user_message, assistant_reply, outcome, summary=summary, used=used
+            )
+        )

@@ -150,8 +150,7 @@ def parse_time(value: Any, what: str = "created_at") -> datetime:
             except ValueError:
                 continue
     raise InvalidTime(
-        f"{what}={value!r} is not a time mempager can read; use ISO-8601 such as "
-        "'2023-05-08T13:56:00' or a datetime"
+        f"{what}={value!r} is not a time mempager can read; use ISO-8601 such as '2023-05-08T13:56:00' or a datetime"
     )
 
 

@@ -53,7 +53,8 @@ def _common() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(
-        prog="mempager", parents=[common],
+        prog="mempager",
+        parents=[common],
         description="A memory pager for LLM agents: pin, page-fault, write back.",
     )
     parser.add_argument("--version", action="version", version=f"mempager {__version__}")
@@ -78,10 +79,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--type", action="append", dest="types", default=None)
     p.add_argument("--since", default=None)
     p.add_argument("--until", default=None)
-    p.add_argument("--source", action="append", dest="sources", default=None,
-                   help="user, observed, llm or consolidation (repeat for any of several)")
-    p.add_argument("--tag", "--tags", action="append", dest="tags", default=None,
-                   help="only memories carrying this tag (repeat: all of them)")
+    p.add_argument(
+        "--source",
+        action="append",
+        dest="sources",
+        default=None,
+        help="user, observed, llm or consolidation (repeat for any of several)",
+    )
+    p.add_argument(
+        "--tag",
+        "--tags",
+        action="append",
+        dest="tags",
+        default=None,
+        help="only memories carrying this tag (repeat: all of them)",
+    )
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--offset", type=int, default=0)
     p = sub.add_parser("forget", parents=[common], help="hard-delete a memory by uri")
@@ -101,8 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("feedback", parents=[common], help="success/failure for the patterns a turn injected")
     p.add_argument("turn")
     p.add_argument("outcome", choices=["success", "failure"])
-    p.add_argument("--used", action="append", default=None, metavar="LABEL",
-                   help="credit only this injected pattern (label or uri; repeatable)")
+    p.add_argument(
+        "--used",
+        action="append",
+        default=None,
+        metavar="LABEL",
+        help="credit only this injected pattern (label or uri; repeatable)",
+    )
     sub.add_parser("demo", parents=[common], help="play a scripted agent session and show the page")
     p = sub.add_parser("bench", parents=[common], help="offline benchmarks: `bench locomo --data locomo10.json`")
     p.add_argument("suite", choices=["locomo"])
@@ -134,8 +151,11 @@ def _settle(p: Any, timeout: float) -> None:
         failing = p.stats()
         if failing["failing_embeddings"] or time.monotonic() >= deadline:
             why = failing["last_embed_error"] or "embedding is slow"
-            print(f"mempager: note: stored, not yet embedded ({why}); it is embedded when the store is next "
-                  "opened with a working embedder", file=sys.stderr)
+            print(
+                f"mempager: note: stored, not yet embedded ({why}); it is embedded when the store is next "
+                "opened with a working embedder",
+                file=sys.stderr,
+            )
             return
 
 
@@ -148,8 +168,9 @@ def _review(p: Any, args: argparse.Namespace, as_json: bool) -> None:
     if args.accept or args.reject:
         uri = p.decide(args.accept or args.reject, accept=bool(args.accept))
         result = {"decided": args.accept or args.reject, "accepted": bool(args.accept), "uri": uri}
-        _print_json(result) if as_json else print(f"{'accepted' if args.accept else 'rejected'}"
-                                                  f"{': ' + uri if uri else ''}")
+        _print_json(result) if as_json else print(
+            f"{'accepted' if args.accept else 'rejected'}{': ' + uri if uri else ''}"
+        )
         return
     items = p.review(status=None if args.all else "pending")
     if as_json:
@@ -177,7 +198,8 @@ def _reembed(p: Any, args: argparse.Namespace, as_json: bool) -> int:
     result = {"model": p.semantic.model, "embedded": total, "dropped": dropped}
     _print_json(result) if as_json else print(
         f"{total} memories embedded with {p.semantic.model}"
-        + (f"; dropped {dropped}" if args.finalize else "; old vectors kept (use --finalize to drop them)"))
+        + (f"; dropped {dropped}" if args.finalize else "; old vectors kept (use --finalize to drop them)")
+    )
     return 0
 
 
@@ -206,8 +228,11 @@ def _bench(args: argparse.Namespace) -> int:
     forced = getattr(args, "embedder", None) or "auto"
     choice = pick_embedder(EmbedderSettings.from_env(None, actor="bench", force=forced))
     print(f"mempager bench locomo: embedder {choice.embedder.name}", file=sys.stderr)
-    out = Path(args.out) if args.out else (Path("benchmarks/results") if Path("benchmarks/results").is_dir()
-                                           else Path("mempager-bench"))
+    out = (
+        Path(args.out)
+        if args.out
+        else (Path("benchmarks/results") if Path("benchmarks/results").is_dir() else Path("mempager-bench"))
+    )
     result = run(Path(args.data), choice.embedder, PagerConfig.from_env(), out, limit=args.limit)
     default = next(n for n in result["configurations"] if n.startswith("fused") and n.endswith("default)"))
     r10 = result["configurations"][default]["at_k"][10]
@@ -224,8 +249,14 @@ def _serve(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # model-loading chatter must never reach the stdio wire
         pager = _open(args)
     with pager:  # closed (index saved) when serving ends, also on SIGTERM (SystemExit from serve)
-        return int(serve(pager, goal=getattr(args, "goal", None), http=bool(getattr(args, "http", False)),
-                         port=int(getattr(args, "port", 8765))))
+        return int(
+            serve(
+                pager,
+                goal=getattr(args, "goal", None),
+                http=bool(getattr(args, "http", False)),
+                port=int(getattr(args, "port", 8765)),
+            )
+        )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -233,8 +264,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from mempager.evaluation.demo import run_demo
 
-        return run_demo(store=getattr(args, "store", None), as_json=as_json,
-                        embedder=getattr(args, "embedder", None))
+        return run_demo(store=getattr(args, "store", None), as_json=as_json, embedder=getattr(args, "embedder", None))
     if args.command == "bench":
         return _bench(args)
     if args.command == "serve":
@@ -266,8 +296,16 @@ def _run(args: argparse.Namespace) -> int:
                 if args.explain:
                     print("\n" + page.report.table())
         elif cmd == "recall":
-            rows = p.recall(args.query, types=args.types, since=args.since, until=args.until,
-                            limit=args.limit, offset=args.offset, source=args.sources, tags=args.tags)
+            rows = p.recall(
+                args.query,
+                types=args.types,
+                since=args.since,
+                until=args.until,
+                limit=args.limit,
+                offset=args.offset,
+                source=args.sources,
+                tags=args.tags,
+            )
             _print_json(rows) if as_json else print("\n".join(_memory_line(m) for m in rows) or "(none)")
         elif cmd == "forget":
             p.forget(args.uri)

@@ -23,9 +23,11 @@ from mempager.evaluation.evalkit import DecayPair, Variant
 from mempager.protocols import Embedder
 
 Ranker = Callable[[evalkit.QuestionRecord], Sequence[int]]
-REFERENCE = {"MiniLM cosine (exact), data README": {5: 0.353, 10: 0.440, 20: 0.542},
-             "BM25 (bm25s), data README": {5: 0.430, 10: 0.501, 20: 0.584},
-             "RRF(MiniLM, BM25) k=60, data README": {5: 0.444, 10: 0.525, 20: 0.596}}
+REFERENCE = {
+    "MiniLM cosine (exact), data README": {5: 0.353, 10: 0.440, 20: 0.542},
+    "BM25 (bm25s), data README": {5: 0.430, 10: 0.501, 20: 0.584},
+    "RRF(MiniLM, BM25) k=60, data README": {5: 0.444, 10: 0.525, 20: 0.596},
+}
 SEMANTIC_SHARES = (0.3, 0.4, 0.5, 0.6, 0.7)
 SALIENCE_WEIGHTS = (0.0, 0.1, 0.2)
 BOTH = {"semantic": "semantic", "lexical": "lexical"}
@@ -58,16 +60,35 @@ def sweep_variants(config: PagerConfig) -> list[Variant]:
     down (salience then ranks every memory), and with ``salience_mode="all"``.
     """
     floor, sal = config.semantic_floor, config.lane_weights.get("salience", 0.0)
-    out = [Variant(f"score: semantic {s} / lexical {1 - s:.1f} / salience {sal}",
-                   {**BOTH, "salience": "salience"},
-                   {"semantic": s, "lexical": round(1 - s, 2), "salience": sal}, semantic_floor=floor)
-           for s in SEMANTIC_SHARES]
+    out = [
+        Variant(
+            f"score: semantic {s} / lexical {1 - s:.1f} / salience {sal}",
+            {**BOTH, "salience": "salience"},
+            {"semantic": s, "lexical": round(1 - s, 2), "salience": sal},
+            semantic_floor=floor,
+        )
+        for s in SEMANTIC_SHARES
+    ]
     lexical = config.lane_weights.get("lexical", 0.0)
     down = {"lexical": "lexical", "salience": "salience_all"}
-    out += [Variant(f"embedder down: lexical {lexical} / salience {w}", down, {"lexical": lexical, "salience": w},
-                    semantic_floor=floor) for w in SALIENCE_WEIGHTS]
-    out += [Variant(f"salience_mode all: default weights, salience {w}", {**BOTH, "salience": "salience_all"},
-                    {**config.lane_weights, "salience": w}, semantic_floor=floor) for w in SALIENCE_WEIGHTS[1:]]
+    out += [
+        Variant(
+            f"embedder down: lexical {lexical} / salience {w}",
+            down,
+            {"lexical": lexical, "salience": w},
+            semantic_floor=floor,
+        )
+        for w in SALIENCE_WEIGHTS
+    ]
+    out += [
+        Variant(
+            f"salience_mode all: default weights, salience {w}",
+            {**BOTH, "salience": "salience_all"},
+            {**config.lane_weights, "salience": w},
+            semantic_floor=floor,
+        )
+        for w in SALIENCE_WEIGHTS[1:]
+    ]
     return out
 
 
@@ -82,8 +103,9 @@ def decay_pairs(config: PagerConfig) -> list[DecayPair]:
         return replace(v, name=name, lanes=nodecay)
 
     return [
-        DecayPair("default fusion (salience ranks only unembedded memories)", default,
-                  flat(default, "no decay: default")),
+        DecayPair(
+            "default fusion (salience ranks only unembedded memories)", default, flat(default, "no decay: default")
+        ),
         DecayPair("score fusion with salience_mode all", all_mode, flat(all_mode, "no decay: salience_mode all")),
         DecayPair("salience lane alone over all memories", alone, flat(alone, "no decay: salience alone")),
     ]
@@ -119,10 +141,16 @@ def run(
         "evidence_total": sum(len(q.evidence) for c in conversations for q in c.questions),
         "depths": measured.depths,
     }
-    result.update(embedder=embedder.name, fusion=config.fusion, lane_weights=dict(config.lane_weights),
-                  semantic_floor=config.semantic_floor, conversations=len(conversations),
-                  retrieval_budget_tokens=config.retrieval_budget_tokens,
-                  date=datetime.now(timezone.utc).isoformat(timespec="seconds"), **dict(extra or {}))
+    result.update(
+        embedder=embedder.name,
+        fusion=config.fusion,
+        lane_weights=dict(config.lane_weights),
+        semantic_floor=config.semantic_floor,
+        conversations=len(conversations),
+        retrieval_budget_tokens=config.retrieval_budget_tokens,
+        date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **dict(extra or {}),
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "locomo.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     (out_dir / "locomo.md").write_text(markdown(result))
@@ -152,45 +180,75 @@ def markdown(result: Mapping[str, Any]) -> str:
     agree = result.get("replay_agreement")
     lines = [
         f"# LoCoMo evidence recall ({result['questions']} questions, categories 1-4, "
-        f"{result['conversations']} conversations)", "",
+        f"{result['conversations']} conversations)",
+        "",
         f"{result['date']} · embedder `{result['embedder']}` · fusion `{result['fusion']}` weights "
-        f"{result['lane_weights']} · semantic floor {result['semantic_floor']}", "",
+        f"{result['lane_weights']} · semantic floor {result['semantic_floor']}",
+        "",
         "Recall = mean over questions of |evidence ∩ retrieved| / |evidence| (strict). Every column is what "
         f"`retrieve` returns: R@k is `retrieve(question, k=k)` (default budget {result['retrieval_budget_tokens']} "
         "tokens), a budget column is `retrieve(question, k=budget, budget=budget)` (as many snippets as fit). "
         "Each snippet costs its whole rendered page line — provenance prefix (time, source, uri) and line "
         "break included, bytes/4 — and every lane looks as deep as `retrieve` does for that call "
-        f"({', '.join(f'{n}: {d}' for n, d in result['depths'].items())}).", "",
+        f"({', '.join(f'{n}: {d}' for n, d in result['depths'].items())}).",
+        "",
         f"The default row calls `retrieve` itself. The other rows replay its selection and packing on lane "
         f"rankings taken once per question; the replay of the default returned exactly the evidence of the "
-        f"real call in {agree:.1%} of the (question, call) pairs." if agree is not None else "", "",
-        "## Recall at k and at a token budget", "", *_header("configuration"),
+        f"real call in {agree:.1%} of the (question, call) pairs."
+        if agree is not None
+        else "",
+        "",
+        "## Recall at k and at a token budget",
+        "",
+        *_header("configuration"),
     ]
     lines += [_row(name, _cells(c)) for name, c in configs.items()]
-    lines += [_row(f"reference (ranking only, no packing): {n}", [v.get(value) if kind == "at_k" else None
-                                                      for kind, value, _ in COLUMNS]) for n, v in REFERENCE.items()]
-    lines += ["", "The default salience lane ranks only memories the semantic lane cannot see yet; once every turn "
-              "is embedded it is empty (its row is 0 by design). `salience (all memories)` ranks every memory "
-              "by salience alone, whatever the question.", ""]
+    lines += [
+        _row(
+            f"reference (ranking only, no packing): {n}",
+            [v.get(value) if kind == "at_k" else None for kind, value, _ in COLUMNS],
+        )
+        for n, v in REFERENCE.items()
+    ]
+    lines += [
+        "",
+        "The default salience lane ranks only memories the semantic lane cannot see yet; once every turn "
+        "is embedded it is empty (its row is 0 by design). `salience (all memories)` ranks every memory "
+        "by salience alone, whatever the question.",
+        "",
+    ]
     lines += _sweep(sweep, configs, default, result["lane_weights"])
-    lines += ["## Decay", "", "Relevant (evidence) memories that decay alone keeps out of the top 10 — the same "
-              "ranking with the recency term switched off would have included them "
-              f"({result['evidence_total']} evidence memories in total):", "",
-              "| fusion | evidence lost to decay |", "|---|---|"]
+    lines += [
+        "## Decay",
+        "",
+        "Relevant (evidence) memories that decay alone keeps out of the top 10 — the same "
+        "ranking with the recency term switched off would have included them "
+        f"({result['evidence_total']} evidence memories in total):",
+        "",
+        "| fusion | evidence lost to decay |",
+        "|---|---|",
+    ]
     lines += [f"| {name} | {n} |" for name, n in result["decay"].items()]
-    lines += ["", "In the default mode decay cannot exclude anything: once a memory is embedded the salience lane "
-              "no longer ranks it (here every turn is embedded, so its count is 0 by construction), and before "
-              "that decay only orders the reserved places.", ""]
+    lines += [
+        "",
+        "In the default mode decay cannot exclude anything: once a memory is embedded the salience lane "
+        "no longer ranks it (here every turn is embedded, so its count is 0 by construction), and before "
+        "that decay only orders the reserved places.",
+        "",
+    ]
     lines += [f"## Per category: {default} vs the lanes", "", *_header("category / configuration")]
     for cat in configs[default]["by_category"]:
-        lines += [_row(f"{cat}: {name}", _cells(configs[name]["by_category"][cat]))
-                  for name in (default, "semantic", "lexical")]
+        lines += [
+            _row(f"{cat}: {name}", _cells(configs[name]["by_category"][cat]))
+            for name in (default, "semantic", "lexical")
+        ]
     lines += ["", "![recall against tokens](locomo.png)", ""]
     return "\n".join(lines)
 
 
-def _sweep(sweep: Mapping[str, Any], configs: Mapping[str, Any], default: str,
-           weights: Mapping[str, float]) -> list[str]:
+def _sweep(
+    sweep: Mapping[str, Any], configs: Mapping[str, Any], default: str, weights: Mapping[str, float]
+) -> list[str]:
     """The weight sweep, with the rule that picks the default and what it picks."""
     lanes = [_cells(configs[n]) for n in ("semantic", "lexical")]
 
@@ -206,16 +264,21 @@ def _sweep(sweep: Mapping[str, Any], configs: Mapping[str, Any], default: str,
     best = max(ok, key=lambda n: (round(mean(ok[n]), 4), n)) if ok else None
     lines = ["## The weight sweep that chose the defaults", "", *_header("weights", ["mean"])]
     lines += [_row(n, _cells(c), [f"{mean(c):.3f}"]) for n, c in sweep.items()]
-    lines += ["", f"Rule: among the semantic/lexical splits that are at least as good as each lane alone in every "
-              f"column, take the highest mean over the ten columns. It picks **{best}**; the default is "
-              f"{dict(weights)}.", "",
-              "The salience weight cannot move the `score:` rows: with every memory embedded the default salience "
-              "lane is empty. Where it acts it is measured too: `embedder down` (no vectors yet, so the salience "
-              "lane ranks every memory beside the lexical lane) and `salience_mode all` (salience ranks every "
-              "memory beside both content lanes). Recall falls as its weight grows; it buys read-your-writes: "
-              "with weight 0 a fresh memory that shares no word with the question scores 0 and is cut "
-              "(below_threshold) until it is embedded. Hence a small positive weight, applied only to what the "
-              "semantic lane cannot see yet.", ""]
+    lines += [
+        "",
+        f"Rule: among the semantic/lexical splits that are at least as good as each lane alone in every "
+        f"column, take the highest mean over the ten columns. It picks **{best}**; the default is "
+        f"{dict(weights)}.",
+        "",
+        "The salience weight cannot move the `score:` rows: with every memory embedded the default salience "
+        "lane is empty. Where it acts it is measured too: `embedder down` (no vectors yet, so the salience "
+        "lane ranks every memory beside the lexical lane) and `salience_mode all` (salience ranks every "
+        "memory beside both content lanes). Recall falls as its weight grows; it buys read-your-writes: "
+        "with weight 0 a fresh memory that shares no word with the question scores 0 and is cut "
+        "(below_threshold) until it is embedded. Hence a small positive weight, applied only to what the "
+        "semantic lane cannot see yet.",
+        "",
+    ]
     return lines
 
 
@@ -235,8 +298,14 @@ def plot(result: Mapping[str, Any], path: Path) -> None:
             continue  # empty once everything is embedded: a flat line at 0
         values = _int_keys(c["at_budget"])
         style = "-" if "default" in name else ("--" if name in ("semantic", "lexical") else ":")
-        ax.plot(list(values), list(values.values()), style, marker="o", label=name,
-                linewidth=2.5 if "default" in name else 1.2)
+        ax.plot(
+            list(values),
+            list(values.values()),
+            style,
+            marker="o",
+            label=name,
+            linewidth=2.5 if "default" in name else 1.2,
+        )
     ax.set_xscale("log")
     ax.set_xlabel("token budget of retrieve() (bytes/4, rendered lines)")
     ax.set_ylabel("evidence recall")

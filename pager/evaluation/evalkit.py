@@ -53,7 +53,8 @@ def settings(config: PagerConfig) -> tuple[Setting, ...]:
     """R@k: k snippets within the default budget. At a budget: as many snippets as fit (a
     rendered line costs far more than one token, so k = budget never binds)."""
     return tuple(Setting("at_k", k, k, config.retrieval_budget_tokens) for k in KS) + tuple(
-        Setting("at_budget", b, b, b) for b in BUDGETS)
+        Setting("at_budget", b, b, b) for b in BUDGETS
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +71,13 @@ class Variant:
     @property
     def key(self) -> tuple[Any, ...]:
         """Two variants with the same key rank identically (whatever their names)."""
-        return (tuple(sorted(self.lanes.items())), tuple(sorted(self.weights.items())), self.fusion,
-                self.rrf_k, self.semantic_floor)
+        return (
+            tuple(sorted(self.lanes.items())),
+            tuple(sorted(self.weights.items())),
+            self.fusion,
+            self.rrf_k,
+            self.semantic_floor,
+        )
 
     def fuse(self, lanes: Lanes, completions: Completions) -> list[Fused]:
         picked = {lane: lanes.get(source, ()) for lane, source in self.lanes.items()}
@@ -83,8 +89,14 @@ class Variant:
 def pager_variant(name: str, config: PagerConfig) -> Variant:
     """The fusion ``config`` makes the pager run (its salience lane as that mode records it)."""
     salience = "salience" if config.salience_mode == "unindexed" else "salience_all"
-    return Variant(name, {"semantic": "semantic", "lexical": "lexical", "salience": salience},
-                   dict(config.lane_weights), config.fusion, config.rrf_k, config.semantic_floor)
+    return Variant(
+        name,
+        {"semantic": "semantic", "lexical": "lexical", "salience": salience},
+        dict(config.lane_weights),
+        config.fusion,
+        config.rrf_k,
+        config.semantic_floor,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +147,9 @@ def evaluate(
         for conv in conversations:
             actor = "".join(ch if ch.isalnum() else "-" for ch in conv.sample_id) or "conv"
             with mempager.open(Path(tmp) / f"{actor}.duckdb", actor=actor, config=config, embedder=embedder) as p:
-                uris = p.remember_many([
-                    {"type": "event", "text": t.memory_text(), "created_at": t.created_at} for t in conv.turns
-                ])
+                uris = p.remember_many(
+                    [{"type": "event", "text": t.memory_text(), "created_at": t.created_at} for t in conv.turns]
+                )
                 p.sync()
                 bar.update(len(conv.turns))
                 bar.set_postfix_str(conv.sample_id)
@@ -146,8 +158,9 @@ def evaluate(
                 for q in conv.questions:
                     recorded = _record(p, q.text, depths.values(), config)
 
-                    def found(snippets: Iterable[Snippet], evidence: frozenset[str] = q.evidence,
-                              ids: Mapping[int, str] = ids) -> frozenset[str]:
+                    def found(
+                        snippets: Iterable[Snippet], evidence: frozenset[str] = q.evidence, ids: Mapping[int, str] = ids
+                    ) -> frozenset[str]:
                         return frozenset(ids[s.label] for s in snippets) & evidence
 
                     hits = _replay(p, variants, recorded, depths, found)
@@ -175,9 +188,11 @@ def _record(p: Any, query: str, depths: Iterable[int], config: PagerConfig) -> d
     flat = replace(params, w_recency=0.0)  # the same ranking with decay switched off
     types, deepest = config.salience_types, max(depths)
     unembedded = sorted(p.semantic.unembedded_labels())
-    extra = {"salience_nodecay": p.store.salience(p.actor, types, flat, deepest, unembedded),
-             "salience_all": p.store.salience(p.actor, types, params, deepest),
-             "salience_all_nodecay": p.store.salience(p.actor, types, flat, deepest)}
+    extra = {
+        "salience_nodecay": p.store.salience(p.actor, types, flat, deepest, unembedded),
+        "salience_all": p.store.salience(p.actor, types, params, deepest),
+        "salience_all_nodecay": p.store.salience(p.actor, types, flat, deepest),
+    }
     vector = p.semantic.embed_query(query)
     out: dict[int, tuple[Lanes, Completions]] = {}
     for depth in sorted(set(depths)):
@@ -193,8 +208,11 @@ def _record(p: Any, query: str, depths: Iterable[int], config: PagerConfig) -> d
 
 
 def _replay(
-    p: Any, variants: Sequence[Variant], recorded: Mapping[int, tuple[Lanes, Completions]],
-    depths: Mapping[Setting, int], found: Callable[[Iterable[Snippet]], frozenset[str]],
+    p: Any,
+    variants: Sequence[Variant],
+    recorded: Mapping[int, tuple[Lanes, Completions]],
+    depths: Mapping[Setting, int],
+    found: Callable[[Iterable[Snippet]], frozenset[str]],
 ) -> dict[str, dict[Setting, frozenset[str]]]:
     """Each variant through the selection ``retrieve`` runs, on the lanes of each call's depth."""
     out: dict[str, dict[Setting, frozenset[str]]] = {}
@@ -243,6 +261,7 @@ def agreement(results: Sequence[QuestionResult]) -> float | None:
 
 # -- ranking-only recall (no packing), kept for comparing store backends on the same lanes ------
 
+
 @dataclass(frozen=True, slots=True)
 class QuestionRecord:
     """One question's lane rankings, in the evidence ids of the dataset."""
@@ -259,8 +278,9 @@ class Scores:
     at_k: dict[int, float] = field(default_factory=dict)
 
 
-def score(records: Sequence[QuestionRecord], rank: Callable[[QuestionRecord], Sequence[int]],
-          ks: Sequence[int] = KS) -> Scores:
+def score(
+    records: Sequence[QuestionRecord], rank: Callable[[QuestionRecord], Sequence[int]], ks: Sequence[int] = KS
+) -> Scores:
     """Recall of the first k of a ranking: how two backends' lanes compare, not what a page holds."""
     out = Scores()
     if records:
@@ -268,7 +288,8 @@ def score(records: Sequence[QuestionRecord], rank: Callable[[QuestionRecord], Se
         for k in ks:
             out.at_k[k] = sum(
                 len({r.ids[x] for x in rk[:k]} & r.evidence) / len(r.evidence)
-                for rk, r in zip(rankings, records, strict=True)) / len(records)
+                for rk, r in zip(rankings, records, strict=True)
+            ) / len(records)
     return out
 
 
@@ -299,9 +320,9 @@ def collect(
             actor = "".join(ch if ch.isalnum() else "-" for ch in conv.sample_id) or "conv"
             where = store if store is not None else Path(tmp) / f"{actor}.duckdb"
             with mempager.open(where, actor=actor, config=config, embedder=embedder) as p:
-                uris = p.remember_many([
-                    {"type": "event", "text": t.memory_text(), "created_at": t.created_at} for t in conv.turns
-                ])
+                uris = p.remember_many(
+                    [{"type": "event", "text": t.memory_text(), "created_at": t.created_at} for t in conv.turns]
+                )
                 p.sync()
                 bar.update(len(conv.turns))
                 bar.set_postfix_str(conv.sample_id)

@@ -79,8 +79,9 @@ def _conversation(sample: dict[str, object], categories: frozenset[int]) -> Conv
         start = parse_time(conv[f"session_{n}_date_time"], f"session_{n}_date_time")
         for i, raw in enumerate(conv[f"session_{n}"]):
             # turns of one session share its timestamp; spread them so their order is kept
-            turns.append(Turn(str(raw["dia_id"]), str(raw["speaker"]), _turn_text(raw),
-                              start + timedelta(seconds=30 * i)))
+            turns.append(
+                Turn(str(raw["dia_id"]), str(raw["speaker"]), _turn_text(raw), start + timedelta(seconds=30 * i))
+            )
     known = {t.dia_id for t in turns}
     questions = []
     qa = sample.get("qa", [])

@@ -40,9 +40,7 @@ class Cut:
     lanes: Mapping[str, LaneHit] = field(default_factory=dict)
 
 
-def fuse(
-    lanes: Mapping[str, Sequence[tuple[int, float]]], weights: Mapping[str, float], rrf_k: int
-) -> list[Fused]:
+def fuse(lanes: Mapping[str, Sequence[tuple[int, float]]], weights: Mapping[str, float], rrf_k: int) -> list[Fused]:
     scores: dict[int, float] = {}
     hits: dict[int, dict[str, LaneHit]] = {}
     for lane in sorted(lanes):
@@ -94,8 +92,9 @@ def fuse_scores(
     totals = dict.fromkeys(hits, 0.0)
     for lane, values in raw.items():
         weight = weights.get(lane, 0.0)
-        floor, span = (semantic_floor, 1.0 - semantic_floor) if lane == "semantic" else \
-            (0.0, max(values.values(), default=0.0))
+        floor, span = (
+            (semantic_floor, 1.0 - semantic_floor) if lane == "semantic" else (0.0, max(values.values(), default=0.0))
+        )
         if weight <= 0 or span <= 0:
             continue
         factor = weight / span
@@ -136,8 +135,14 @@ class Packer:
     """
 
     def __init__(
-        self, k: int, budget: int, estimate: Callable[[str], int],
-        cost: Callable[[Memory, str, bool], int] | None = None, *, floor: int = 4, explain: bool = True,
+        self,
+        k: int,
+        budget: int,
+        estimate: Callable[[str], int],
+        cost: Callable[[Memory, str, bool], int] | None = None,
+        *,
+        floor: int = 4,
+        explain: bool = True,
     ) -> None:
         self.k, self.budget, self.estimate = k, budget, estimate
         self.cost: Callable[[Memory, str, bool], int] = cost or (lambda memory, text, truncated: estimate(text))
@@ -169,16 +174,24 @@ class Packer:
                 return
             text = self._truncate(memory, text, room)
             if not text:
-                self._cut(memory, "budget", f"needs {tokens} tokens; {room} cannot hold a useful part of it",
-                          fused)
+                self._cut(memory, "budget", f"needs {tokens} tokens; {room} cannot hold a useful part of it", fused)
                 return
             tokens, truncated = self.cost(memory, text, True), True
         self.used += tokens
-        self.snippets.append(Snippet(
-            uri=memory.uri, text=text, type=memory.type, score=fused.score, lanes=fused.hits,
-            label=memory.label, source=memory.source, created_at=memory.created_at, tokens=tokens,
-            truncated=truncated,
-        ))
+        self.snippets.append(
+            Snippet(
+                uri=memory.uri,
+                text=text,
+                type=memory.type,
+                score=fused.score,
+                lanes=fused.hits,
+                label=memory.label,
+                source=memory.source,
+                created_at=memory.created_at,
+                tokens=tokens,
+                truncated=truncated,
+            )
+        )
 
     def _truncate(self, memory: Memory, text: str, room: int) -> str:
         """The longest cut of ``text`` whose rendered line fits ``room``; "" when too little fits."""

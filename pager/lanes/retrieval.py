@@ -32,8 +32,16 @@ class Retriever:
     measure many budgets from one ranking.
     """
 
-    def __init__(self, store: Store, actor: str, config: PagerConfig, *, clock: Callable[[], datetime],
-                 semantic: SemanticLaneLike, lexical: LexicalLaneLike) -> None:
+    def __init__(
+        self,
+        store: Store,
+        actor: str,
+        config: PagerConfig,
+        *,
+        clock: Callable[[], datetime],
+        semantic: SemanticLaneLike,
+        lexical: LexicalLaneLike,
+    ) -> None:
         self.store = store
         self.actor = actor
         self.config = config
@@ -79,8 +87,9 @@ class Retriever:
         semantic_labels = [label for label, _ in lanes.get("semantic", ())]
         lanes["lexical"], completions["lexical"] = self.lexical.search_scored(query, depth, semantic_labels)
         params = params_from_config(self.config, self.clock())
-        unembedded = before.union(self.semantic.unembedded_labels()) if unindexed \
-            else set(self.semantic.unembedded_labels())
+        unembedded = (
+            before.union(self.semantic.unembedded_labels()) if unindexed else set(self.semantic.unembedded_labels())
+        )
         only = sorted(unembedded) if unindexed else None
         lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth, only)
         if vector is not None:
@@ -90,9 +99,7 @@ class Retriever:
             completions[UNEMBEDDED] = dict.fromkeys(sorted(others & unembedded), 0.0)
         return lanes, completions
 
-    def fuse(
-        self, lanes: dict[str, list[tuple[int, float]]], completions: dict[str, dict[int, float]]
-    ) -> list[Fused]:
+    def fuse(self, lanes: dict[str, list[tuple[int, float]]], completions: dict[str, dict[int, float]]) -> list[Fused]:
         if self.config.fusion == "rrf":
             return fuse(lanes, self.config.lane_weights, self.config.rrf_k)
         return fuse_scores(lanes, completions, self.config.lane_weights, self.config.semantic_floor)
@@ -102,8 +109,14 @@ class Retriever:
         return max(self.config.lane_depth, 2 * min(k, budget // 8))
 
     def retrieve_with_cuts(
-        self, query: str, k: int | None, budget: int | None, exclude: frozenset[str], explain: bool = True,
-        *, shown: frozenset[str] = frozenset(),
+        self,
+        query: str,
+        k: int | None,
+        budget: int | None,
+        exclude: frozenset[str],
+        explain: bool = True,
+        *,
+        shown: frozenset[str] = frozenset(),
     ) -> tuple[list[Snippet], list[Cut], dict[str, int]]:
         """``exclude``: uris in the pinned block; ``shown``: uris another page section shows.
 
@@ -122,8 +135,14 @@ class Retriever:
         return snippets, cuts, {name: len(hits) for name, hits in lanes.items()}
 
     def select(
-        self, fused: Sequence[Fused], k: int, budget: int, exclude: frozenset[str], explain: bool = True,
-        *, shown: frozenset[str] = frozenset(),
+        self,
+        fused: Sequence[Fused],
+        k: int,
+        budget: int,
+        exclude: frozenset[str],
+        explain: bool = True,
+        *,
+        shown: frozenset[str] = frozenset(),
     ) -> tuple[list[Snippet], list[Cut]]:
         """Re-check every hit against the store, drop what must not be shown, pack the rest.
 
@@ -139,7 +158,12 @@ class Retriever:
         return snippets, cuts
 
     def _pack(
-        self, fused: Sequence[Fused], k: int, budget: int, exclude: frozenset[str], shown: frozenset[str],
+        self,
+        fused: Sequence[Fused],
+        k: int,
+        budget: int,
+        exclude: frozenset[str],
+        shown: frozenset[str],
         explain: bool,
     ) -> tuple[list[Snippet], list[Cut]]:
         """Candidates are hydrated in chunks, in fused order, only until the section is full."""
@@ -147,9 +171,15 @@ class Retriever:
         estimate = self.config.token_estimator
         # the cheapest line there can be (shortest time, source, type and id; no text): once less
         # room is left, no candidate can fit and the rest need not be hydrated
-        floor = estimate(render_line(datetime.min, min(Source, key=lambda s: len(s.value)).value,
-                                     make_uri(self.actor, min(MemoryType, key=lambda t: len(t.value)), "0" * 16),
-                                     "") + "\n")
+        floor = estimate(
+            render_line(
+                datetime.min,
+                min(Source, key=lambda s: len(s.value)).value,
+                make_uri(self.actor, min(MemoryType, key=lambda t: len(t.value)), "0" * 16),
+                "",
+            )
+            + "\n"
+        )
         packer = Packer(k, budget, estimate, cost=self._line_cost, floor=floor, explain=explain)
         cuts: list[Cut] = []
         seen: dict[str, Memory] = {}
@@ -182,8 +212,11 @@ class Retriever:
 
     def _name_rest(self, rest: Sequence[Fused], k_full: bool, k: int, used: str) -> list[Cut]:
         """Cuts for the candidates below a full section, named without hydrating most of them."""
-        reason, detail = ("top_k", f"ranked below the {k} snippets taken") if k_full \
+        reason, detail = (
+            ("top_k", f"ranked below the {k} snippets taken")
+            if k_full
             else ("budget", f"section full: {used} tokens used")
+        )
         uris = self.store.uris(self.actor, [f.label for f in rest])
         lonely = self.store.get_many(self.actor, [f.label for f in rest if set(f.hits) == {"salience"}])
         clock, out = self.clock(), []
@@ -227,9 +260,9 @@ class Retriever:
         if not reserve or not any("semantic" in f.hits for f in fused):
             return list(fused)
         head = list(fused[: places - reserve])
-        fresh = [f for f in fused[places - reserve:] if "salience" in f.hits][:reserve]
+        fresh = [f for f in fused[places - reserve :] if "salience" in f.hits][:reserve]
         chosen = {f.label for f in head} | {f.label for f in fresh}
-        return head + fresh + [f for f in fused[places - reserve:] if f.label not in chosen]
+        return head + fresh + [f for f in fused[places - reserve :] if f.label not in chosen]
 
     def _blame_decay(self, cut: Cut, memory: Memory | None, now: datetime) -> Cut:
         """A memory only the salience lane found, cut for room while decay had shrunk it: say so."""
@@ -278,16 +311,20 @@ class Retriever:
         lo = parse_since(since) if since is not None else None
         hi = parse_time(until, "until") if until is not None else None
         if not query:
-            return self.store.query(self.actor, types=kinds, since=lo, until=hi, sources=sources,
-                                    tags=tags, limit=limit, offset=offset)
+            return self.store.query(
+                self.actor, types=kinds, since=lo, until=hi, sources=sources, tags=tags, limit=limit, offset=offset
+            )
         matches = self.lexical.match(check_text(query, self.config.max_text_bytes, "query"))
         memories = self.store.get_many(self.actor, [label for label, _ in matches])
         wanted_tags = set(tags or ())
         hits = [
-            m for m in (memories.get(label) for label, _ in matches)
-            if m is not None and (kinds is None or m.type in kinds) and (sources is None or m.source in sources)
-            and (lo is None or m.created_at >= lo) and (hi is None or m.created_at < hi)
+            m
+            for m in (memories.get(label) for label, _ in matches)
+            if m is not None
+            and (kinds is None or m.type in kinds)
+            and (sources is None or m.source in sources)
+            and (lo is None or m.created_at >= lo)
+            and (hi is None or m.created_at < hi)
             and wanted_tags <= set(m.tags)
         ]
-        return hits[offset: offset + limit]
-
+        return hits[offset : offset + limit]

@@ -23,8 +23,17 @@ FORGET_FILTERS = frozenset({"query", "types", "since", "until", "source", "tags"
 
 
 class Eraser:
-    def __init__(self, store: Store, actor: str, config: PagerConfig, *, semantic: SemanticLaneLike,
-                 lexical: LexicalLaneLike, retriever: Retriever, drop_caches: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        actor: str,
+        config: PagerConfig,
+        *,
+        semantic: SemanticLaneLike,
+        lexical: LexicalLaneLike,
+        retriever: Retriever,
+        drop_caches: Callable[[], None],
+    ) -> None:
         self.store = store
         self.actor = actor
         self.config = config
@@ -67,8 +76,9 @@ class Eraser:
             if unknown:
                 raise InvalidInput(f"forget where= takes {sorted(FORGET_FILTERS)}, not {sorted(unknown)}")
             doomed = self.retriever.recall(limit=1_000_000_000, **filters)  # also validates the filters
-            queued = queued_matching(self.store.review_list(self.actor, status=None), filters,
-                                     self.config.max_text_bytes)
+            queued = queued_matching(
+                self.store.review_list(self.actor, status=None), filters, self.config.max_text_bytes
+            )
         ids = [m.id for m in doomed] + self._inversions_of({m.uri for m in doomed})
         with self.semantic.lock:
             removed = self.store.delete_many(self.actor, ids)
@@ -85,8 +95,11 @@ class Eraser:
         trigger and steps, so the original's words would outlive its forgetting in them."""
         if not uris:
             return []
-        return [m.id for m in self.store.of_types(self.actor, [MemoryType.PATTERN], limit=1_000_000_000)
-                if m.metadata.get("inverted_from") in uris and m.uri not in uris]
+        return [
+            m.id
+            for m in self.store.of_types(self.actor, [MemoryType.PATTERN], limit=1_000_000_000)
+            if m.metadata.get("inverted_from") in uris and m.uri not in uris
+        ]
 
     def compact(self) -> None:
         """Erase deleted memories' bytes: rebuild and re-save the indexes, rewrite the store file."""
@@ -106,6 +119,7 @@ class Eraser:
         for other in folder.parent.iterdir():
             if other.is_dir() and other not in (folder, lexical):
                 shutil.rmtree(other)
+
 
 def queued_matching(items: Sequence[ReviewItem], filters: Mapping[str, Any], max_text_bytes: int) -> list[str]:
     """Ids of the review items ``forget(where=filters)`` erases (filters already validated by recall).
@@ -134,8 +148,13 @@ def queued_matching(items: Sequence[ReviewItem], filters: Mapping[str, Any], max
     for i, item in enumerate(held):
         payload = item.payload
         created = parse_time(payload["created_at"]) if payload.get("created_at") else item.created_at
-        if (i in hits and (not kinds or payload.get("type") in kinds)
-                and (not sources or payload.get("source") in sources) and tags <= set(payload.get("tags", ()))
-                and (lo is None or created >= lo) and (hi is None or created < hi)):
+        if (
+            i in hits
+            and (not kinds or payload.get("type") in kinds)
+            and (not sources or payload.get("source") in sources)
+            and tags <= set(payload.get("tags", ()))
+            and (lo is None or created >= lo)
+            and (hi is None or created < hi)
+        ):
             out.append(item.id)
     return out

@@ -56,8 +56,7 @@ class EmbedWorkers:
         self._last_error: str | None = None
         self._embedded = 0
         self._threads = [
-            threading.Thread(target=self._run, name=f"mempager-embed-{i}", daemon=True)
-            for i in range(workers)
+            threading.Thread(target=self._run, name=f"mempager-embed-{i}", daemon=True) for i in range(workers)
         ]
         for thread in self._threads:
             thread.start()
@@ -103,8 +102,11 @@ class EmbedWorkers:
             self._parked = {label: due for label, due in self._parked.items() if due > now}
             window = self.batch_size * (len(self._threads) + 4)
             items = store.pending(lane.actor, lane.model, window)
-            free = [(it.label, it.text, it.content_hash) for it in items
-                    if it.label not in self._claimed and it.label not in self._parked]
+            free = [
+                (it.label, it.text, it.content_hash)
+                for it in items
+                if it.label not in self._claimed and it.label not in self._parked
+            ]
             # texts of similar length batch together: the model pads every text to the longest
             free.sort(key=lambda item: (len(item[1]), item[0]))
             batch = free[: self.batch_size]
@@ -167,8 +169,15 @@ class EmbedWorkers:
                 stored = self._embed(batch)
             except Exception as exc:  # noqa: BLE001 - any fault: logged, retried, then recorded
                 error = exc
-                log.info("embedding %d memories with %s failed (attempt %d/%d): %s: %s", len(batch),
-                         self.lane.model, attempt, self.max_attempts, type(exc).__name__, exc)
+                log.info(
+                    "embedding %d memories with %s failed (attempt %d/%d): %s: %s",
+                    len(batch),
+                    self.lane.model,
+                    attempt,
+                    self.max_attempts,
+                    type(exc).__name__,
+                    exc,
+                )
                 # retrying cannot fix a missing model or a refused key; the next round may
                 if attempt == self.max_attempts or self._stop or isinstance(exc, EmbedderUnavailable):
                     break
@@ -219,7 +228,12 @@ class EmbedWorkers:
         log.log(
             logging.INFO if expected and self._stop else level,  # closing mid-retry is not news
             "embedding %d memories with %s failed %d time(s); they stay pending, next try in %.2fs: %s",
-            len(labels), self.lane.model, attempts, pause, error, exc_info=not expected,
+            len(labels),
+            self.lane.model,
+            attempts,
+            pause,
+            error,
+            exc_info=not expected,
         )
         try:
             self.lane.store.record_embed_failure(self.lane.model, labels.tolist(), error)

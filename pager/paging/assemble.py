@@ -33,8 +33,9 @@ from mempager.validate import check_text, normalize
 
 
 class PageAssembler:
-    def __init__(self, store: Store, actor: str, config: PagerConfig, *, retriever: Retriever,
-                 procedures: Procedures) -> None:
+    def __init__(
+        self, store: Store, actor: str, config: PagerConfig, *, retriever: Retriever, procedures: Procedures
+    ) -> None:
         self.store = store
         self.actor = actor
         self.config = config
@@ -123,15 +124,16 @@ class PageAssembler:
         full: list[Pattern] = []
         menu: list[Pattern] = []
         for pattern in self.procedures.procedural(goal):
-            if len(full) < self.config.max_patterns_in_page and fits(PROVEN_HEADER, bool(full),
-                                                                      render_pattern(pattern)):
+            if len(full) < self.config.max_patterns_in_page and fits(
+                PROVEN_HEADER, bool(full), render_pattern(pattern)
+            ):
                 full.append(pattern)
-            elif len(menu) < self.config.menu_max_patterns and fits(MENU_HEADER, bool(menu),
-                                                                     neutralize(pattern.menu_line())):
+            elif len(menu) < self.config.menu_max_patterns and fits(
+                MENU_HEADER, bool(menu), neutralize(pattern.menu_line())
+            ):
                 menu.append(pattern)
         avoid: list[Pattern] = []
         for pattern in self.procedures.anti_patterns(goal):
-            if len(avoid) < self.config.menu_max_patterns and fits(AVOID_HEADER, bool(avoid),
-                                                                    avoid_line(pattern)):
+            if len(avoid) < self.config.menu_max_patterns and fits(AVOID_HEADER, bool(avoid), avoid_line(pattern)):
                 avoid.append(pattern)
         return full, menu, avoid, used

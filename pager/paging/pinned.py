@@ -113,7 +113,7 @@ def _fill(
 
 def hard_constraints(memories: Sequence[Memory], now: datetime) -> list[Memory]:
     return [
-        m for m in memories
-        if m.type is MemoryType.CONSTRAINT and m.metadata.get("strength", "hard") == "hard"
-        and is_current(m, now)
+        m
+        for m in memories
+        if m.type is MemoryType.CONSTRAINT and m.metadata.get("strength", "hard") == "hard" and is_current(m, now)
     ]

@@ -48,9 +48,18 @@ class Procedures:
     "thompson") and ``seed`` seeds the Thompson draws (None: fresh entropy); both per pager, so a
     benchmark or an agent can explore without touching the shared config."""
 
-    def __init__(self, store: Store, actor: str, config: PagerConfig, *, clock: Callable[[], datetime],
-                 embedder: Callable[[], Embedder], build: MemoryBuilder, review: ReviewQueue,
-                 after_write: Callable[[Sequence[PutResult]], None]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        actor: str,
+        config: PagerConfig,
+        *,
+        clock: Callable[[], datetime],
+        embedder: Callable[[], Embedder],
+        build: MemoryBuilder,
+        review: ReviewQueue,
+        after_write: Callable[[Sequence[PutResult]], None],
+    ) -> None:
         self.store = store
         self.actor = actor
         self.config = config
@@ -76,16 +85,29 @@ class Procedures:
         for _ in range(2):  # an explicit state may already be established or proven
             maturity = lifecycle.next_maturity(maturity, strength, coverage, self.config)
         item = self.build(
-            MemoryType.PATTERN, spec.encode(), strength=strength, confidence=strength,
-            metadata={"coverage": coverage, "applications": coverage, "failures": 0, "maturity": maturity,
-                      "derived_from": list(derived_from), "status": "active",
-                      "last_applied_at": self.clock().isoformat() if coverage else None},
+            MemoryType.PATTERN,
+            spec.encode(),
+            strength=strength,
+            confidence=strength,
+            metadata={
+                "coverage": coverage,
+                "applications": coverage,
+                "failures": 0,
+                "maturity": maturity,
+                "derived_from": list(derived_from),
+                "status": "active",
+                "last_applied_at": self.clock().isoformat() if coverage else None,
+            },
         )
         result = self.store.put(NewMemory(**{**fields_of(item), "dedup_key": spec.dedup_key()}))
         if not result.created:  # an explicit write states the pattern as given
             self.store.update(
-                self.actor, result.memory.id, text=spec.encode(), strength=item.strength,
-                confidence=item.confidence, metadata=item.metadata,
+                self.actor,
+                result.memory.id,
+                text=spec.encode(),
+                strength=item.strength,
+                confidence=item.confidence,
+                metadata=item.metadata,
             )
         self.after_write([result])
         return result.memory.uri
@@ -182,8 +204,11 @@ class Procedures:
         for pattern, rel in zip(pool, relevance, strict=True):
             if rel < self.config.min_pattern_relevance:
                 continue
-            base = (float(rng.beta(pattern.successes + 1, pattern.failures + 1)) if rank == "thompson"
-                    else pattern.decayed_confidence)
+            base = (
+                float(rng.beta(pattern.successes + 1, pattern.failures + 1))
+                if rank == "thompson"
+                else pattern.decayed_confidence
+            )
             scored.append((base * rel, pattern))
         scored.sort(key=lambda item: (-item[0], item[1].memory.label))
         return [p for _, p in scored]
@@ -278,8 +303,9 @@ class Procedures:
                 key = "promoted" if order[maturity] > order[pattern.maturity] else "demoted"
                 if maturity != pattern.maturity:
                     counts[key] += 1
-                self.store.update(self.actor, pattern.memory.id,
-                                  metadata={**meta, "maturity": maturity, "flagged": flag})
+                self.store.update(
+                    self.actor, pattern.memory.id, metadata={**meta, "maturity": maturity, "flagged": flag}
+                )
             counts["inversions_proposed"] += self.review.propose_inversion(pattern)
         return counts
 

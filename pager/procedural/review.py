@@ -23,8 +23,9 @@ log = logging.getLogger("mempager.procedural")
 
 
 class ReviewQueue:
-    def __init__(self, store: Store, actor: str, config: PagerConfig, *,
-                 after_write: Callable[[Sequence[PutResult]], None]) -> None:
+    def __init__(
+        self, store: Store, actor: str, config: PagerConfig, *, after_write: Callable[[Sequence[PutResult]], None]
+    ) -> None:
         self.store = store
         self.actor = actor
         self.config = config
@@ -40,8 +41,9 @@ class ReviewQueue:
         if self.store.review_find(self.actor, "inversion", "uri", pattern.uri) is not None:
             return 0
         self.store.review_add(self.actor, "inversion", {"uri": pattern.uri, "text": lifecycle.inversion_text(pattern)})
-        log.info("proposed inversion of %s (%d failures vs %d successes)", pattern.uri, pattern.failures,
-                 pattern.successes)
+        log.info(
+            "proposed inversion of %s (%d failures vs %d successes)", pattern.uri, pattern.failures, pattern.successes
+        )
         return 1
 
     def decide(self, review_id: str, accept: bool) -> str | None:
@@ -73,12 +75,21 @@ class ReviewQueue:
         if original is None:
             raise MemoryNotFound(f"the pattern {item.payload['uri']} to invert no longer exists")
         pattern = Pattern.from_memory(original)
-        spec = PatternSpec(name=str(item.payload["text"]), trigger=pattern.spec.trigger,
-                           steps=pattern.spec.steps, gotchas=pattern.spec.gotchas)
-        new = NewMemory(actor=self.actor, type=MemoryType.PATTERN, text=spec.encode(), source=Source.CONSOLIDATION,
-                        confidence=0.5, metadata={"anti_pattern": True, "inverted_from": pattern.uri,
-                                                  "coverage": 0, "maturity": "nascent"},
-                        dedup_key=spec.dedup_key())
+        spec = PatternSpec(
+            name=str(item.payload["text"]),
+            trigger=pattern.spec.trigger,
+            steps=pattern.spec.steps,
+            gotchas=pattern.spec.gotchas,
+        )
+        new = NewMemory(
+            actor=self.actor,
+            type=MemoryType.PATTERN,
+            text=spec.encode(),
+            source=Source.CONSOLIDATION,
+            confidence=0.5,
+            metadata={"anti_pattern": True, "inverted_from": pattern.uri, "coverage": 0, "maturity": "nascent"},
+            dedup_key=spec.dedup_key(),
+        )
         return new, (memory_id, {"confidence": 0.0, "metadata": {**original.metadata, "status": "deprecated"}})
 
 
@@ -86,9 +97,15 @@ def queued_memory(actor: str, payload: Mapping[str, Any]) -> NewMemory:
     """The memory the encoding gate held back, with every field it was given."""
     created = payload.get("created_at")
     return NewMemory(
-        actor=actor, type=MemoryType(payload["type"]), text=payload["text"], source=Source(payload["source"]),
-        scope=Scope(payload.get("scope", Scope.GLOBAL.value)), confidence=float(payload["confidence"]),
-        importance=float(payload["importance"]), strength=float(payload.get("strength", 0.5)),
+        actor=actor,
+        type=MemoryType(payload["type"]),
+        text=payload["text"],
+        source=Source(payload["source"]),
+        scope=Scope(payload.get("scope", Scope.GLOBAL.value)),
+        confidence=float(payload["confidence"]),
+        importance=float(payload["importance"]),
+        strength=float(payload.get("strength", 0.5)),
         created_at=None if created is None else parse_time(created, "created_at"),
-        tags=tuple(payload.get("tags", ())), metadata=dict(payload.get("metadata", {})),
+        tags=tuple(payload.get("tags", ())),
+        metadata=dict(payload.get("metadata", {})),
     )

@@ -31,9 +31,7 @@ def link(seq: int, at: datetime, actor: str, op: str, uri: str, chash: str, prev
     return _digest(seq, _stamp(at), actor, op, uri, chash, prev)
 
 
-def chain(
-    tail: tuple[int, str], at: datetime, rows: Sequence[tuple[str, str, str, str]]
-) -> list[AuditEntry]:
+def chain(tail: tuple[int, str], at: datetime, rows: Sequence[tuple[str, str, str, str]]) -> list[AuditEntry]:
     """Entries for (actor, op, uri, content_hash) rows, continuing from (seq, hash) ``tail``."""
     seq, prev = tail
     stamp = _stamp(at)  # one time for the whole batch, formatted once
@@ -51,14 +49,18 @@ def insert(con: Any, entries: Sequence[AuditEntry]) -> None:
         return
     if len(entries) == 1:
         e = entries[0]
-        con.execute("INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [e.seq, e.at.replace(tzinfo=None), e.actor, e.op, e.uri, e.content_hash, e.prev_hash, e.hash])
+        con.execute(
+            "INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [e.seq, e.at.replace(tzinfo=None), e.actor, e.op, e.uri, e.content_hash, e.prev_hash, e.hash],
+        )
         return
     cols = {  # noqa: F841 - read by DuckDB's replacement scan
         "seq": np.array([e.seq for e in entries], dtype=np.int64),
         "recorded_at": _naive_times([e.at for e in entries]),
-        **{name: np.array([getattr(e, name) for e in entries], dtype=object)
-           for name in ("actor", "op", "uri", "content_hash", "prev_hash", "hash")},
+        **{
+            name: np.array([getattr(e, name) for e in entries], dtype=object)
+            for name in ("actor", "op", "uri", "content_hash", "prev_hash", "hash")
+        },
     }
     con.execute("INSERT INTO audit SELECT seq, recorded_at, actor, op, uri, content_hash, prev_hash, hash FROM cols")
 

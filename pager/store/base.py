@@ -41,8 +41,27 @@ def aware(value: datetime | None) -> datetime | None:
 
 
 def row_to_memory(row: tuple[Any, ...]) -> Memory:
-    (label, mid, actor, scope, type_, text, source, confidence, importance, strength, created,
-     updated, accessed, access_count, tags, metadata, chash, superseded, valid_until) = row
+    (
+        label,
+        mid,
+        actor,
+        scope,
+        type_,
+        text,
+        source,
+        confidence,
+        importance,
+        strength,
+        created,
+        updated,
+        accessed,
+        access_count,
+        tags,
+        metadata,
+        chash,
+        superseded,
+        valid_until,
+    ) = row
     mtype = MemoryType(type_)
     return Memory(
         label=int(label),

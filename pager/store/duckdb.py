@@ -30,8 +30,18 @@ from mempager.types import LabelArray, Memory, MemoryType, NewMemory, PutResult,
 from mempager.validate import content_hash, make_uri, normalize, to_utc
 
 _UPDATABLE = {
-    "text", "strength", "confidence", "importance", "metadata", "tags", "superseded_by",
-    "valid_until", "dedup_key", "access_count", "last_accessed_at", "source",
+    "text",
+    "strength",
+    "confidence",
+    "importance",
+    "metadata",
+    "tags",
+    "superseded_by",
+    "valid_until",
+    "dedup_key",
+    "access_count",
+    "last_accessed_at",
+    "source",
 }
 
 
@@ -116,9 +126,7 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
 
     def _ensure_store_id(self) -> None:
         with self._tx() as con:
-            con.execute(
-                "INSERT INTO store_meta VALUES ('store_id', ?) ON CONFLICT DO NOTHING", [uuid.uuid4().hex]
-            )
+            con.execute("INSERT INTO store_meta VALUES ('store_id', ?) ON CONFLICT DO NOTHING", [uuid.uuid4().hex])
 
     # -- writes ---------------------------------------------------------------------------
     def put(self, item: NewMemory) -> PutResult:
@@ -156,8 +164,10 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             hashes = [content_hash(it.text) for it in new]
             labels = self._insert(con, new, [keys[i] for i in fresh], ids, now, metas, hashes)
             stamp = now.replace(tzinfo=timezone.utc)
-            loaded = {labels[j]: self._as_memory(new[j], labels[j], ids[j], stamp, metas[j], hashes[j])
-                      for j in range(len(new))}
+            loaded = {
+                labels[j]: self._as_memory(new[j], labels[j], ids[j], stamp, metas[j], hashes[j])
+                for j in range(len(new))
+            }
             for j, i in enumerate(fresh):
                 slot[where[i]] = labels[j]
             if bumps:
@@ -166,8 +176,13 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
                     changed = [slot[where[i]] for i in range(len(items)) if i not in fresh_set and where[i][0] == actor]
                     loaded.update(self._sql_get_many(actor, changed))
             results = [PutResult(memory=loaded[slot[at]], created=i in fresh_set) for i, at in enumerate(where)]
-            self._audit(con, [(r.memory.actor, "remember" if r.created else "reinforce", r.memory.uri,
-                               r.memory.content_hash) for r in results])
+            self._audit(
+                con,
+                [
+                    (r.memory.actor, "remember" if r.created else "reinforce", r.memory.uri, r.memory.content_hash)
+                    for r in results
+                ],
+            )
             if then is not None:
                 then(con, results)
         return results
@@ -177,16 +192,27 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
         """The Memory a read of the freshly inserted row returns (``stamp``: the write's aware UTC time)."""
         created = to_utc(item.created_at) if item.created_at else stamp
         return Memory(
-            label, mid, make_uri(item.actor, item.type, mid), item.actor, item.scope, item.type, item.text,
-            item.source, float(item.confidence), float(item.importance), float(item.strength), created,
-            stamp, stamp, 0, tuple(item.tags),
+            label,
+            mid,
+            make_uri(item.actor, item.type, mid),
+            item.actor,
+            item.scope,
+            item.type,
+            item.text,
+            item.source,
+            float(item.confidence),
+            float(item.importance),
+            float(item.strength),
+            created,
+            stamp,
+            stamp,
+            0,
+            tuple(item.tags),
             json.loads(meta) if meta != "{}" else {},  # exactly what a read of the row returns
             chash,
         )
 
-    def _existing(
-        self, con: Any, items: Sequence[NewMemory], keys: list[str]
-    ) -> dict[tuple[str, str, str], int]:
+    def _existing(self, con: Any, items: Sequence[NewMemory], keys: list[str]) -> dict[tuple[str, str, str], int]:
         if len(items) == 1:  # a point lookup uses the dedup index; a join would scan
             it = items[0]
             rows = con.execute(
@@ -209,8 +235,14 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
         return {(a, t, k): int(lab) for a, t, k, lab in rows}
 
     def _insert(
-        self, con: Any, items: list[NewMemory], keys: list[str], ids: list[str], now: datetime,
-        metas: list[str], hashes: list[str],
+        self,
+        con: Any,
+        items: list[NewMemory],
+        keys: list[str],
+        ids: list[str],
+        now: datetime,
+        metas: list[str],
+        hashes: list[str],
     ) -> list[int]:
         if not items:
             return []
@@ -256,9 +288,23 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
             "nextval('memory_label_seq'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, NULL, NULL,"
             " nextval('memory_rev_seq')) RETURNING label",
             [
-                mid, it.actor, it.scope.value, it.type.value, it.text, it.source.value, it.confidence,
-                it.importance, it.strength, naive_utc(it.created_at) if it.created_at else now, now, now,
-                now, list(it.tags), meta, chash, key,
+                mid,
+                it.actor,
+                it.scope.value,
+                it.type.value,
+                it.text,
+                it.source.value,
+                it.confidence,
+                it.importance,
+                it.strength,
+                naive_utc(it.created_at) if it.created_at else now,
+                now,
+                now,
+                now,
+                list(it.tags),
+                meta,
+                chash,
+                key,
             ],
         ).fetchall()
         return int(row[0][0])
@@ -304,8 +350,9 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
         if "text" in changes:
             sets += ["content_hash = ?", "rev = nextval('memory_rev_seq')"]
             params.append(content_hash(str(changes["text"])))
-            before = con.execute("SELECT content_hash FROM memories WHERE actor = ? AND id = ?",
-                                 [actor, memory_id]).fetchall()
+            before = con.execute(
+                "SELECT content_hash FROM memories WHERE actor = ? AND id = ?", [actor, memory_id]
+            ).fetchall()
         row = con.execute(
             f"UPDATE memories SET {', '.join(sets)} WHERE actor = ? AND id = ? RETURNING label",
             [*params, actor, memory_id],
@@ -398,9 +445,11 @@ class DuckDBStore(JournalMixin, SqlReadsMixin, VectorsMixin, DuckBase):
         with self._write_lock:  # no write can land between the load and the registration
             table = self._tables.get(actor)
             if table is None:
-                cols = self._con().execute(
-                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? ORDER BY label", [actor]
-                ).fetchnumpy()
+                cols = (
+                    self._con()
+                    .execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? ORDER BY label", [actor])
+                    .fetchnumpy()
+                )
                 table = ActorTable(actor, capacity=max(1024, 2 * len(cols["label"])))
                 table.load(cols)
                 self._tables[actor] = table

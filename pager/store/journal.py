@@ -97,8 +97,7 @@ class JournalMixin:
             where.append("recorded_at >= ?")
             params.append(naive_utc(since))
         rows = self._fetch(
-            f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE {' AND '.join(where)}"
-            " ORDER BY seq LIMIT ?",
+            f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
             [*params, int(limit)],
         )
         return [AuditEntry(r[0], r[1].replace(tzinfo=timezone.utc), *r[2:]) for r in rows]
@@ -120,17 +119,13 @@ class JournalMixin:
                 )
 
     def injections(self, actor: str, turn: str) -> list[tuple[str, str]]:
-        rows = self._fetch(
-            "SELECT uri, kind FROM injections WHERE actor = ? AND turn = ? ORDER BY uri", [actor, turn]
-        )
+        rows = self._fetch("SELECT uri, kind FROM injections WHERE actor = ? AND turn = ? ORDER BY uri", [actor, turn])
         return [(r[0], r[1]) for r in rows]
 
     def claim_feedback(self, actor: str, turn: str, outcome: str) -> bool:
         """True the first time feedback for ``turn`` is recorded; False for an exact repeat."""
         with self._tx() as con:
-            row = con.execute(
-                "SELECT outcome FROM feedback_log WHERE actor = ? AND turn = ?", [actor, turn]
-            ).fetchall()
+            row = con.execute("SELECT outcome FROM feedback_log WHERE actor = ? AND turn = ?", [actor, turn]).fetchall()
             if row:
                 if row[0][0] != outcome:
                     raise InvalidInput(
@@ -169,8 +164,7 @@ class JournalMixin:
             params,
         )
         return [
-            ReviewItem(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5].replace(tzinfo=timezone.utc),
-                       aware(r[6]), r[7])
+            ReviewItem(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5].replace(tzinfo=timezone.utc), aware(r[6]), r[7])
             for r in rows
         ]
 
@@ -227,20 +221,26 @@ class JournalMixin:
             wanted = None if ids is None else set(ids)
             doomed = [(r[0], r[1]) for r in rows if wanted is None or r[0] in wanted]
             if doomed:
-                con.execute("DELETE FROM review_queue WHERE actor = ? AND id IN (SELECT unnest(?))",
-                            [actor, [rid for rid, _ in doomed]])
+                con.execute(
+                    "DELETE FROM review_queue WHERE actor = ? AND id IN (SELECT unnest(?))",
+                    [actor, [rid for rid, _ in doomed]],
+                )
                 self._audit(con, purge_audit(actor, doomed))
         return len(doomed)
 
     def _forget_journal(self, con: Any, actor: str, gone: Sequence[Memory]) -> None:
         """Inside the delete's transaction: the review rows and injection records of ``gone``."""
-        con.execute("DELETE FROM injections WHERE actor = ? AND uri IN (SELECT unnest(?))",
-                    [actor, sorted({m.uri for m in gone})])
-        rows = con.execute("SELECT id, payload, result_uri FROM review_queue WHERE actor = ? ORDER BY id",
-                           [actor]).fetchall()
+        con.execute(
+            "DELETE FROM injections WHERE actor = ? AND uri IN (SELECT unnest(?))",
+            [actor, sorted({m.uri for m in gone})],
+        )
+        rows = con.execute(
+            "SELECT id, payload, result_uri FROM review_queue WHERE actor = ? ORDER BY id", [actor]
+        ).fetchall()
         doomed = referring(rows, gone)
         if doomed:
-            con.execute("DELETE FROM review_queue WHERE actor = ? AND id IN (SELECT unnest(?))",
-                        [actor, [rid for rid, _ in doomed]])
+            con.execute(
+                "DELETE FROM review_queue WHERE actor = ? AND id IN (SELECT unnest(?))",
+                [actor, [rid for rid, _ in doomed]],
+            )
             self._audit(con, purge_audit(actor, doomed))
-

@@ -26,9 +26,17 @@ TYPE_CODE_BY_VALUE = {t.value: i for i, t in enumerate(TYPES)}
 SOURCE_BY_VALUE = {s.value: s for s in Source}
 SCOPE_BY_VALUE = {s.value: s for s in Scope}
 _NUMERIC = {
-    "created": np.float64, "updated": np.float64, "accessed": np.float64, "valid_until": np.float64,
-    "importance": np.float64, "strength": np.float64, "confidence": np.float64,
-    "access_count": np.int64, "type": np.int8, "alive": np.bool_, "superseded": np.bool_,
+    "created": np.float64,
+    "updated": np.float64,
+    "accessed": np.float64,
+    "valid_until": np.float64,
+    "importance": np.float64,
+    "strength": np.float64,
+    "confidence": np.float64,
+    "access_count": np.int64,
+    "type": np.int8,
+    "alive": np.bool_,
+    "superseded": np.bool_,
 }
 _OBJECT = ("id", "text", "source", "scope", "tags", "metadata", "content_hash", "superseded_by")
 
@@ -113,8 +121,12 @@ class ActorTable:
                 self._built.pop(m.label, None)
             # a batch is written column by column: one numpy assignment per column, not per cell
             n = self.num
-            for name, attr in (("created", "created_at"), ("updated", "updated_at"),
-                               ("accessed", "last_accessed_at"), ("valid_until", "valid_until")):
+            for name, attr in (
+                ("created", "created_at"),
+                ("updated", "updated_at"),
+                ("accessed", "last_accessed_at"),
+                ("valid_until", "valid_until"),
+            ):
                 n[name][rows] = _epochs([getattr(m, attr) for m in batch])
             for name in ("importance", "strength", "confidence", "access_count"):
                 n[name][rows] = [getattr(m, name) for m in batch]
@@ -143,11 +155,13 @@ class ActorTable:
             lo, hi = self.size, self.size + count
             labels = np.asarray(cols["label"], dtype=np.int64)
             self.labels[lo:hi] = labels
+
             def secs(name: str) -> np.ndarray:
                 raw = np.ma.filled(np.ma.asarray(cols[name]).astype("datetime64[us]"), np.datetime64("NaT"))
                 out = raw.astype(np.int64).astype(np.float64) / 1e6
                 out[np.isnat(raw)] = np.nan
                 return out
+
             n = self.num
             n["created"][lo:hi], n["updated"][lo:hi] = secs("created_at"), secs("updated_at")
             n["accessed"][lo:hi], n["valid_until"][lo:hi] = secs("last_accessed_at"), secs("valid_until")
@@ -246,14 +260,26 @@ class ActorTable:
         mtype = TYPES[int(n["type"][row])]
         until = float(n["valid_until"][row])
         return Memory(
-            label=int(self.labels[row]), id=o["id"][row], uri=make_uri(self.actor, mtype, o["id"][row]),
-            actor=self.actor, scope=o["scope"][row], type=mtype, text=o["text"][row], source=o["source"][row],
-            confidence=float(n["confidence"][row]), importance=float(n["importance"][row]),
-            strength=float(n["strength"][row]), created_at=_dt(float(n["created"][row])),
-            updated_at=_dt(float(n["updated"][row])), last_accessed_at=_dt(float(n["accessed"][row])),
-            access_count=int(n["access_count"][row]), tags=o["tags"][row],
-            metadata=json.loads(o["metadata"][row]), content_hash=o["content_hash"][row],
-            superseded_by=o["superseded_by"][row], valid_until=None if until != until else _dt(until),
+            label=int(self.labels[row]),
+            id=o["id"][row],
+            uri=make_uri(self.actor, mtype, o["id"][row]),
+            actor=self.actor,
+            scope=o["scope"][row],
+            type=mtype,
+            text=o["text"][row],
+            source=o["source"][row],
+            confidence=float(n["confidence"][row]),
+            importance=float(n["importance"][row]),
+            strength=float(n["strength"][row]),
+            created_at=_dt(float(n["created"][row])),
+            updated_at=_dt(float(n["updated"][row])),
+            last_accessed_at=_dt(float(n["accessed"][row])),
+            access_count=int(n["access_count"][row]),
+            tags=o["tags"][row],
+            metadata=json.loads(o["metadata"][row]),
+            content_hash=o["content_hash"][row],
+            superseded_by=o["superseded_by"][row],
+            valid_until=None if until != until else _dt(until),
         )
 
     def salience(

@@ -20,9 +20,7 @@ class SqlReadsMixin:
     _fetch: Any
 
     def _sql_get(self, actor: str, memory_id: str) -> Memory | None:
-        rows = self._fetch(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id = ?", [actor, memory_id]
-        )
+        rows = self._fetch(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id = ?", [actor, memory_id])
         return row_to_memory(rows[0]) if rows else None
 
     def find(self, actor: str, type_: MemoryType, dedup_key: str) -> Memory | None:
@@ -108,16 +106,21 @@ class SqlReadsMixin:
             " AND (valid_until IS NULL OR valid_until > ?::TIMESTAMP) "
             "ORDER BY score DESC, label DESC LIMIT ?",
             [
-                params.w_recency, naive_utc(params.now), params.w_importance, params.w_strength,
-                params.w_access, actor, [t.value for t in types], naive_utc(params.now), int(limit),
+                params.w_recency,
+                naive_utc(params.now),
+                params.w_importance,
+                params.w_strength,
+                params.w_access,
+                actor,
+                [t.value for t in types],
+                naive_utc(params.now),
+                int(limit),
             ],
         )
         return [(int(label), float(score)) for label, score in rows]
 
     def counts(self, actor: str) -> dict[str, int]:
-        rows = self._fetch(
-            "SELECT type, count(*) FROM memories WHERE actor = ? GROUP BY type ORDER BY type", [actor]
-        )
+        rows = self._fetch("SELECT type, count(*) FROM memories WHERE actor = ? GROUP BY type ORDER BY type", [actor])
         return {t: int(c) for t, c in rows}
 
     def actors(self) -> list[str]:

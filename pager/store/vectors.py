@@ -61,9 +61,7 @@ class VectorsMixin:
             "vec": blobs,
         }
         with self._tx() as con:
-            existing_dim = con.execute(
-                "SELECT any_value(dim) FROM vectors WHERE model = ?", [model]
-            ).fetchone()[0]
+            existing_dim = con.execute("SELECT any_value(dim) FROM vectors WHERE model = ?", [model]).fetchone()[0]
             if existing_dim is not None and int(existing_dim) != dim:
                 raise DimensionMismatch(
                     f"model {model!r} has {existing_dim}-d vectors in this store, got {dim}-d; "
@@ -91,9 +89,7 @@ class VectorsMixin:
         """Vectors written after sequence ``seq`` (catch-up of a saved index)."""
         return self._vectors_where(actor, model, "AND v.seq > ?", [int(seq)])
 
-    def _vectors_where(
-        self, actor: str, model: str, extra: str, params: list[Any]
-    ) -> tuple[LabelArray, FloatMatrix]:
+    def _vectors_where(self, actor: str, model: str, extra: str, params: list[Any]) -> tuple[LabelArray, FloatMatrix]:
         rows = self._fetch(
             "SELECT v.label, v.dim, v.vec FROM vectors v JOIN memories m ON m.label = v.label "
             f"WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash {extra} "
@@ -151,9 +147,7 @@ class VectorsMixin:
         return [PendingItem(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5]) for r in rows]
 
     def pending_stats(self, actor: str, model: str) -> PendingStats:
-        row = self._fetch(
-            f"SELECT count(*), min(m.written_at), count(f.label) {_PENDING}", [model, model, actor]
-        )[0]
+        row = self._fetch(f"SELECT count(*), min(m.written_at), count(f.label) {_PENDING}", [model, model, actor])[0]
         return PendingStats(count=int(row[0]), oldest_created_at=aware(row[1]), failing=int(row[2]))
 
     def record_embed_failure(self, model: str, labels: Sequence[int], error: str) -> None:

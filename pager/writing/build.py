@@ -51,10 +51,14 @@ def check_metadata(value: object) -> dict[str, Any]:
         elif isinstance(node, (list, tuple)):
             for item in node:
                 walk(item, depth + 1)
-        elif not (node is None or isinstance(node, (str, bool, int))
-                  or (isinstance(node, float) and node == node and abs(node) != float("inf"))):
-            raise InvalidInput(f"metadata values must be JSON (str, number, bool, null, list, object), "
-                               f"got {type(node).__name__}")
+        elif not (
+            node is None
+            or isinstance(node, (str, bool, int))
+            or (isinstance(node, float) and node == node and abs(node) != float("inf"))
+        ):
+            raise InvalidInput(
+                f"metadata values must be JSON (str, number, bool, null, list, object), got {type(node).__name__}"
+            )
 
     walk(value, 0)
     try:

@@ -16,8 +16,9 @@ from mempager.writing.build import MemoryBuilder
 
 
 class Editor:
-    def __init__(self, store: Store, actor: str, *, build: MemoryBuilder, retriever: Retriever,
-                 notify: Callable[[], None]) -> None:
+    def __init__(
+        self, store: Store, actor: str, *, build: MemoryBuilder, retriever: Retriever, notify: Callable[[], None]
+    ) -> None:
         self.store = store
         self.actor = actor
         self.build = build
@@ -38,14 +39,16 @@ class Editor:
         if unknown:
             raise InvalidInput(f"cannot update {sorted(unknown)}; updatable: {sorted(allowed)}")
         current = self.retriever.get(uri)
-        probe = self.build(current.type, changes.get("text", current.text),
-                          **{k: v for k, v in changes.items() if k in ("tags", "importance", "confidence",
-                                                                       "metadata")})
-        clean = {k: getattr(probe, k) for k in changes if k in ("text", "tags", "importance", "confidence",
-                                                                "metadata")}
+        probe = self.build(
+            current.type,
+            changes.get("text", current.text),
+            **{k: v for k, v in changes.items() if k in ("tags", "importance", "confidence", "metadata")},
+        )
+        clean = {k: getattr(probe, k) for k in changes if k in ("text", "tags", "importance", "confidence", "metadata")}
         if "valid_until" in changes:
-            clean["valid_until"] = None if changes["valid_until"] is None else parse_time(
-                changes["valid_until"], "valid_until")
+            clean["valid_until"] = (
+                None if changes["valid_until"] is None else parse_time(changes["valid_until"], "valid_until")
+            )
         if "text" in clean and clean["text"] != current.text:
             clean["dedup_key"] = self._dedup_key_for(current, clean["text"])
         updated = self.store.update(self.actor, current.id, op="update", **clean)

@@ -25,8 +25,16 @@ class EncodingGate:
         if item.confidence >= self.config.copilot_min_confidence:
             return None
         # every field, so accepting it later stores the memory that was asked for (ReviewQueue.decide)
-        payload = {"type": item.type.value, "text": item.text, "source": item.source.value,
-                   "scope": item.scope.value, "confidence": item.confidence, "importance": item.importance,
-                   "strength": item.strength, "tags": list(item.tags), "metadata": dict(item.metadata),
-                   "created_at": None if item.created_at is None else item.created_at.isoformat()}
+        payload = {
+            "type": item.type.value,
+            "text": item.text,
+            "source": item.source.value,
+            "scope": item.scope.value,
+            "confidence": item.confidence,
+            "importance": item.importance,
+            "strength": item.strength,
+            "tags": list(item.tags),
+            "metadata": dict(item.metadata),
+            "created_at": None if item.created_at is None else item.created_at.isoformat(),
+        }
         return f"review://{self.actor}/{self.store.review_add(self.actor, 'memory', payload)}"

@@ -22,8 +22,16 @@ OUTCOMES = ("success", "failure", "partial", "unknown")
 GC_PAUSE_FROM = 1_000  # items in one remember_many from which the cyclic collector is paused
 CONSTRAINT_STRENGTHS = ("hard", "soft")
 _ITEM_KEYS = {
-    "type", "text", "created_at", "tags", "metadata", "importance", "confidence", "strength",
-    "source", "scope",
+    "type",
+    "text",
+    "created_at",
+    "tags",
+    "metadata",
+    "importance",
+    "confidence",
+    "strength",
+    "source",
+    "scope",
 }
 AfterWrite = Callable[[Sequence[PutResult]], None]
 Feedback = Callable[..., int]  # Procedures.feedback(turn, outcome, *, used=None)
@@ -32,8 +40,17 @@ Feedback = Callable[..., int]  # Procedures.feedback(turn, outcome, *, used=None
 class Writer:
     """remember*, record_outcome and the pinned material (identity, goal, rules, constraints)."""
 
-    def __init__(self, store: Store, actor: str, config: PagerConfig, *, build: MemoryBuilder,
-                 gate: EncodingGate, after_write: AfterWrite, feedback: Feedback) -> None:
+    def __init__(
+        self,
+        store: Store,
+        actor: str,
+        config: PagerConfig,
+        *,
+        build: MemoryBuilder,
+        gate: EncodingGate,
+        after_write: AfterWrite,
+        feedback: Feedback,
+    ) -> None:
         self.store = store
         self.actor = actor
         self.config = config
@@ -62,8 +79,14 @@ class Writer:
         return self._put(self.build(MemoryType.PROFILE, text, **fields))
 
     def record_outcome(
-        self, summary: str, outcome: str, intent_ref: str | None = None, *, turn: str | None = None,
-        used: Sequence[str] | None = None, **fields: Any,
+        self,
+        summary: str,
+        outcome: str,
+        intent_ref: str | None = None,
+        *,
+        turn: str | None = None,
+        used: Sequence[str] | None = None,
+        **fields: Any,
     ) -> str:
         """An episodic outcome. With ``turn``, success/failure also feeds back to the patterns
         that turn's page injected (once per turn; ``used`` narrows it as in ``feedback``)."""
@@ -126,8 +149,7 @@ class Writer:
         if strength not in CONSTRAINT_STRENGTHS:
             raise InvalidInput(f"constraint strength must be 'hard' or 'soft', got {strength!r}")
         return self._put(
-            self.build(MemoryType.CONSTRAINT, text, source=Source.USER, importance=1.0,
-                       metadata={"strength": strength})
+            self.build(MemoryType.CONSTRAINT, text, source=Source.USER, importance=1.0, metadata={"strength": strength})
         )
 
     def _set_single(self, mtype: MemoryType, text: str) -> str:

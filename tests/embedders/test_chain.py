@@ -40,10 +40,15 @@ def test_gateway_up_is_chosen(hash_server: EmbeddingServer) -> None:
 
 
 def test_gateway_down_falls_to_provider(hash_server: EmbeddingServer, closed_port: int) -> None:
-    choice = pick_embedder(_settings(
-        gateway_url=f"http://127.0.0.1:{closed_port}", gateway_token=TOKEN,
-        provider_url=hash_server.url, provider_api_key=TOKEN, provider_model=MODEL,
-    ))
+    choice = pick_embedder(
+        _settings(
+            gateway_url=f"http://127.0.0.1:{closed_port}",
+            gateway_token=TOKEN,
+            provider_url=hash_server.url,
+            provider_api_key=TOKEN,
+            provider_model=MODEL,
+        )
+    )
     assert isinstance(choice.embedder, HttpEmbedder)
     assert _statuses(choice) == {"gateway": "failed", "provider": "active", "local": "skipped", "hash": "skipped"}
     assert "EmbedderConnectionError" in _reason(choice, "gateway")
@@ -53,10 +58,15 @@ def test_gateway_down_falls_to_provider(hash_server: EmbeddingServer, closed_por
 @pytest.mark.slow
 def test_both_down_falls_to_the_local_model(hash_server: EmbeddingServer, minilm: LocalEmbedder) -> None:
     hash_server.script(Reply(status=401), Reply(status=503))
-    choice = pick_embedder(_settings(
-        gateway_url=hash_server.url, gateway_token=TOKEN,
-        provider_url=hash_server.url, provider_model=MODEL, local_enabled=True,
-    ))
+    choice = pick_embedder(
+        _settings(
+            gateway_url=hash_server.url,
+            gateway_token=TOKEN,
+            provider_url=hash_server.url,
+            provider_model=MODEL,
+            local_enabled=True,
+        )
+    )
     assert choice.embedder.name == "st:all-MiniLM-L6-v2"
     assert _statuses(choice) == {"gateway": "failed", "provider": "failed", "local": "active", "hash": "skipped"}
     assert "EmbedderAuthError" in _reason(choice, "gateway")
@@ -72,8 +82,12 @@ def test_both_down_falls_to_the_local_model(hash_server: EmbeddingServer, minilm
 def test_local_missing_falls_to_hash(local: dict[str, str], why: str) -> None:
     choice = pick_embedder(_settings(local_enabled=True, **local))
     assert isinstance(choice.embedder, HashEmbedder) and choice.embedder.name == "hash-v2-384"
-    assert _statuses(choice) == {"gateway": "not configured", "provider": "not configured",
-                                 "local": "failed", "hash": "active"}
+    assert _statuses(choice) == {
+        "gateway": "not configured",
+        "provider": "not configured",
+        "local": "failed",
+        "hash": "active",
+    }
     assert why in _reason(choice, "local")
 
 
@@ -92,8 +106,10 @@ def test_nothing_configured_is_hash_with_reasons(caplog: pytest.LogCaptureFixtur
 @pytest.mark.parametrize(
     ("reply", "why"),
     [
-        (Reply(mutate=lambda p: {**p, "data": [{**p["data"][0], "embedding": [float("nan")] * 384}]}),
-         "NonFiniteVector"),
+        (
+            Reply(mutate=lambda p: {**p, "data": [{**p["data"][0], "embedding": [float("nan")] * 384}]}),
+            "NonFiniteVector",
+        ),
         (Reply(delay=2.0), "EmbedderTimeout"),
     ],
     ids=["nan", "slow"],
@@ -125,8 +141,9 @@ def test_a_forced_embedder_that_fails_its_probe_is_chosen_down_not_replaced(
     closed_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="mempager.embedders")
-    choice = pick_embedder(_settings(provider_url=f"http://127.0.0.1:{closed_port}", provider_model=MODEL,
-                                     force="provider"))
+    choice = pick_embedder(
+        _settings(provider_url=f"http://127.0.0.1:{closed_port}", provider_model=MODEL, force="provider")
+    )
     down = choice.embedder
     assert isinstance(down, DownEmbedder) and choice.down and down.recoverable
     assert down.name == f"http:{MODEL}@127.0.0.1"  # its own name: nothing is recorded under another model
@@ -155,8 +172,9 @@ def test_a_forced_gateway_that_was_down_at_open_recovers(hash_server: EmbeddingS
 
 
 def test_a_forced_gateway_down_at_open_keeps_its_configured_width(closed_port: int) -> None:
-    choice = pick_embedder(_settings(gateway_url=f"http://127.0.0.1:{closed_port}", gateway_token=TOKEN,
-                                     gateway_dim=384, force="gateway"))
+    choice = pick_embedder(
+        _settings(gateway_url=f"http://127.0.0.1:{closed_port}", gateway_token=TOKEN, gateway_dim=384, force="gateway")
+    )
     assert choice.down and choice.embedder.dim == 384
 
 

@@ -57,23 +57,47 @@ def _set_value(value: float) -> Callable[[Payload], Payload]:
 BAD_PAYLOADS: list[tuple[str, Callable[[Payload], Any], type[EmbedderError], str]] = [
     ("nan", _set_value(float("nan")), NonFiniteVector, "NaN"),
     ("infinity", _set_value(float("inf")), NonFiniteVector, "infinite"),
-    ("wrong dim", _edit(lambda p: [d.__setitem__("embedding", d["embedding"][:100]) for d in p["data"]]),
-     DimensionMismatch, "dimension 100"),
-    ("one row short", _edit(lambda p: p["data"][1].__setitem__("embedding", p["data"][1]["embedding"][:-1])),
-     DimensionMismatch, "383"),
+    (
+        "wrong dim",
+        _edit(lambda p: [d.__setitem__("embedding", d["embedding"][:100]) for d in p["data"]]),
+        DimensionMismatch,
+        "dimension 100",
+    ),
+    (
+        "one row short",
+        _edit(lambda p: p["data"][1].__setitem__("embedding", p["data"][1]["embedding"][:-1])),
+        DimensionMismatch,
+        "383",
+    ),
     ("fewer", _edit(lambda p: p["data"].pop()), EmbedderBadResponse, "2 embeddings for 3 inputs"),
-    ("more", _edit(lambda p: p["data"].append({**copy.deepcopy(p["data"][0]), "index": 3})),
-     EmbedderBadResponse, "4 embeddings for 3 inputs"),
+    (
+        "more",
+        _edit(lambda p: p["data"].append({**copy.deepcopy(p["data"][0]), "index": 3})),
+        EmbedderBadResponse,
+        "4 embeddings for 3 inputs",
+    ),
     ("empty list", _edit(lambda p: p["data"].clear()), EmbedderBadResponse, "0 embeddings"),
-    ("duplicate index", _edit(lambda p: p["data"][1].__setitem__("index", p["data"][0]["index"])),
-     EmbedderBadResponse, "appears twice"),
+    (
+        "duplicate index",
+        _edit(lambda p: p["data"][1].__setitem__("index", p["data"][0]["index"])),
+        EmbedderBadResponse,
+        "appears twice",
+    ),
     ("missing index", _edit(lambda p: p["data"][0].pop("index")), EmbedderBadResponse, "no integer 'index'"),
     ("index out of range", _edit(lambda p: p["data"][0].__setitem__("index", 7)), EmbedderBadResponse, "outside"),
-    ("string values", _edit(lambda p: p["data"][0].__setitem__("embedding", ["a"] * 384)),
-     EmbedderBadResponse, "not arrays of numbers"),
+    (
+        "string values",
+        _edit(lambda p: p["data"][0].__setitem__("embedding", ["a"] * 384)),
+        EmbedderBadResponse,
+        "not arrays of numbers",
+    ),
     ("base64", _edit(lambda p: p["data"][0].__setitem__("embedding", "AAAA")), EmbedderBadResponse, "base64"),
-    ("zero vector", _edit(lambda p: p["data"][0].__setitem__("embedding", [0.0] * 384)),
-     EmbedderBadResponse, "all-zero"),
+    (
+        "zero vector",
+        _edit(lambda p: p["data"][0].__setitem__("embedding", [0.0] * 384)),
+        EmbedderBadResponse,
+        "all-zero",
+    ),
     ("error object", lambda p: {"error": {"message": "quota exhausted"}}, EmbedderBadResponse, "quota exhausted"),
     ("not an object", lambda p: [1, 2, 3], EmbedderBadResponse, "no 'data' list"),
 ]
@@ -81,8 +105,11 @@ BAD_PAYLOADS: list[tuple[str, Callable[[Payload], Any], type[EmbedderError], str
 
 @pytest.mark.parametrize(("mutate", "error", "match"), [c[1:] for c in BAD_PAYLOADS], ids=[c[0] for c in BAD_PAYLOADS])
 def test_bad_payloads_are_typed_errors_and_never_vectors(
-    hash_server: EmbeddingServer, sleeps: SleepRecorder, mutate: Callable[[Payload], Any],
-    error: type[EmbedderError], match: str,
+    hash_server: EmbeddingServer,
+    sleeps: SleepRecorder,
+    mutate: Callable[[Payload], Any],
+    error: type[EmbedderError],
+    match: str,
 ) -> None:
     hash_server.script(Reply(mutate=mutate))
     with pytest.raises(error, match=match):
@@ -91,17 +118,37 @@ def test_bad_payloads_are_typed_errors_and_never_vectors(
 
 
 CANNED = [
-    ("html page", Reply(status=200, body=b"<!doctype html><html><body>Sign in</body></html>",
-                        content_type="text/html"), EmbedderBadResponse, "HTML page"),
-    ("truncated json", Reply(status=200, body=b'{"data": [{"index": 0, "embedding": [0.1, 0.2'),
-     EmbedderBadResponse, "invalid or truncated JSON"),
+    (
+        "html page",
+        Reply(status=200, body=b"<!doctype html><html><body>Sign in</body></html>", content_type="text/html"),
+        EmbedderBadResponse,
+        "HTML page",
+    ),
+    (
+        "truncated json",
+        Reply(status=200, body=b'{"data": [{"index": 0, "embedding": [0.1, 0.2'),
+        EmbedderBadResponse,
+        "invalid or truncated JSON",
+    ),
     ("empty body", Reply(status=200, body=b""), EmbedderBadResponse, "truncated JSON"),
-    ("unknown model", Reply(status=404, body=b'{"error": {"message": "model nope does not exist"}}'),
-     EmbedderRejected, "model nope does not exist"),
-    ("too large", Reply(status=413, body=b"payload too large", content_type="text/plain"),
-     EmbedderRejected, "HTTP 413"),
-    ("redirect", Reply(status=301, headers={"Location": "https://elsewhere.example/v1/embeddings"}),
-     EmbedderRejected, "redirect"),
+    (
+        "unknown model",
+        Reply(status=404, body=b'{"error": {"message": "model nope does not exist"}}'),
+        EmbedderRejected,
+        "model nope does not exist",
+    ),
+    (
+        "too large",
+        Reply(status=413, body=b"payload too large", content_type="text/plain"),
+        EmbedderRejected,
+        "HTTP 413",
+    ),
+    (
+        "redirect",
+        Reply(status=301, headers={"Location": "https://elsewhere.example/v1/embeddings"}),
+        EmbedderRejected,
+        "redirect",
+    ),
 ]
 
 

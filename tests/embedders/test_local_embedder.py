@@ -144,7 +144,12 @@ def test_loads_and_embeds_without_touching_the_network() -> None:
     # Without HF_HUB_OFFLINE: the guarantee must come from loading by path, not from the env var.
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     done = subprocess.run(
-        [sys.executable, "-c", NO_NETWORK], cwd=Path(__file__).resolve().parents[2], env=env,
-        capture_output=True, text=True, check=True, timeout=180,
+        [sys.executable, "-c", NO_NETWORK],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=180,
     )
     assert done.stdout.strip() == "(1, 384) attempts: []"

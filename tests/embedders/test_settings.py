@@ -24,9 +24,16 @@ ENV = {
 def test_from_env_reads_every_variable() -> None:
     s = EmbedderSettings.from_env(ENV, actor="neo", force="provider", hash_dim=256)
     assert (s.gateway_url, s.gateway_token, s.gateway_model, s.gateway_dim) == (
-        "https://gw.example", "gw-secret-123", "text-embedding-3-small", 1536)
+        "https://gw.example",
+        "gw-secret-123",
+        "text-embedding-3-small",
+        1536,
+    )
     assert (s.provider_url, s.provider_api_key, s.provider_model) == (
-        "https://api.example/v1", "sk-provider-456", "nomic-embed")
+        "https://api.example/v1",
+        "sk-provider-456",
+        "nomic-embed",
+    )
     assert s.local_model == "/models/bge-small" and s.local_enabled
     assert (s.probe_timeout, s.max_attempts, s.force, s.hash_dim, s.actor) == (2.5, 5, "provider", 256, "neo")
 

@@ -42,8 +42,10 @@ def locomo_texts(path: Path, limit: int | None) -> tuple[list[str], list[str]]:
     questions: list[str] = []
     for sample in samples:
         conversation = sample["conversation"]
-        sessions = sorted((k for k, v in conversation.items() if k.startswith("session_") and isinstance(v, list)),
-                          key=lambda k: int(k.split("_")[1]))
+        sessions = sorted(
+            (k for k, v in conversation.items() if k.startswith("session_") and isinstance(v, list)),
+            key=lambda k: int(k.split("_")[1]),
+        )
         for key in sessions:
             turns.extend(f"{turn['speaker']}: {turn['text']}" for turn in conversation[key])
         questions.extend(str(qa["question"]) for qa in sample["qa"])

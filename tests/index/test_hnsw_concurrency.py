@@ -53,7 +53,7 @@ def test_concurrent_searches_survive_a_busy_writer(make_vectors: MakeVectors, tm
             for round_ in range(WRITER_ROUNDS):
                 new = np.arange(next_label, next_label + 40)
                 ever_added.update(new.tolist())
-                index.add(new, pool[next_label:next_label + 40])
+                index.add(new, pool[next_label : next_label + 40])
                 next_label += 40
                 index.remove(rng.choice(next_label, size=15, replace=False).tolist())
                 rewrite = rng.choice(next_label, size=5, replace=False)

@@ -71,8 +71,9 @@ def test_every_vector_finds_itself_first(filled: VectorIndex, data: tuple[np.nda
     assert 999 not in filled and "1000" not in filled
 
 
-def test_results_match_the_exact_reference(filled: VectorIndex, data: tuple[np.ndarray, np.ndarray],
-                                           make_vectors: Callable[..., np.ndarray]) -> None:
+def test_results_match_the_exact_reference(
+    filled: VectorIndex, data: tuple[np.ndarray, np.ndarray], make_vectors: Callable[..., np.ndarray]
+) -> None:
     ref = reference(*data)
     for query in make_vectors(20, DIM, seed=99):
         got, want = filled.search(query, 10), ref.search(query, 10)
@@ -81,8 +82,7 @@ def test_results_match_the_exact_reference(filled: VectorIndex, data: tuple[np.n
         assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
 
 
-def test_add_of_an_existing_label_replaces_its_vector(filled: VectorIndex,
-                                                      data: tuple[np.ndarray, np.ndarray]) -> None:
+def test_add_of_an_existing_label_replaces_its_vector(filled: VectorIndex, data: tuple[np.ndarray, np.ndarray]) -> None:
     labels, vectors = data
     filled.add(labels[:1], vectors[1:2])  # label 0 now carries vector 1
     assert len(filled) == 500
@@ -92,8 +92,7 @@ def test_add_of_an_existing_label_replaces_its_vector(filled: VectorIndex,
     assert filled.search(vectors[0], 1)[0][0] != labels[0]
 
 
-def test_remove_hides_labels_and_ignores_unknown_ones(filled: VectorIndex,
-                                                      data: tuple[np.ndarray, np.ndarray]) -> None:
+def test_remove_hides_labels_and_ignores_unknown_ones(filled: VectorIndex, data: tuple[np.ndarray, np.ndarray]) -> None:
     labels, vectors = data
     gone = set(labels[:250].tolist())
     filled.remove(list(gone) + [7, 8])
@@ -134,8 +133,9 @@ def test_equal_scores_rank_the_lower_label_first(factory: Factory) -> None:
     assert [label for label, _ in index.search(same[0], 3)] == [1, 2, 3]
 
 
-def test_save_and_load_round_trip(factory: Factory, filled: VectorIndex, data: tuple[np.ndarray, np.ndarray],
-                                  tmp_path: Path) -> None:
+def test_save_and_load_round_trip(
+    factory: Factory, filled: VectorIndex, data: tuple[np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
     labels, vectors = data
     filled.remove(labels[:100].tolist())
     before = [filled.search(q, 10) for q in vectors[::50]]

@@ -20,8 +20,15 @@ MakeVectors = Callable[..., np.ndarray]
 
 @pytest.mark.parametrize(
     ("kwargs", "quoted"),
-    [({"M": 1}, "1"), ({"ef": 0}, "0"), ({"ef_construction": -5}, "-5"), ({"initial_capacity": 0}, "0"),
-     ({"max_deleted_share": 1.5}, "1.5"), ({"exact_below": -1}, "-1"), ({"M": 2.5}, "2.5")],
+    [
+        ({"M": 1}, "1"),
+        ({"ef": 0}, "0"),
+        ({"ef_construction": -5}, "-5"),
+        ({"initial_capacity": 0}, "0"),
+        ({"max_deleted_share": 1.5}, "1.5"),
+        ({"exact_below": -1}, "-1"),
+        ({"M": 2.5}, "2.5"),
+    ],
 )
 def test_bad_config_is_rejected_quoting_the_value(kwargs: dict[str, float], quoted: str) -> None:
     with pytest.raises(ConfigError, match=quoted):
@@ -76,7 +83,7 @@ def test_capacity_grows_from_one(make_vectors: MakeVectors) -> None:
     vectors = make_vectors(3000, 16, seed=5)
     index = HnswIndex(16, initial_capacity=1, exact_below=0)
     for start in range(0, 3000, 700):  # batches that cross several resizes
-        index.add(np.arange(start, min(start + 700, 3000)), vectors[start:start + 700])
+        index.add(np.arange(start, min(start + 700, 3000)), vectors[start : start + 700])
     assert len(index) == 3000
     probes = range(0, 3000, 30)
     assert sum(index.search(vectors[i], 1)[0][0] == i for i in probes) >= 0.98 * len(probes)
@@ -199,8 +206,7 @@ def test_repeated_saves_leave_one_set_of_files(tmp_path: Path, make_vectors: Mak
 
 @pytest.mark.parametrize(
     "body",
-    [b"", b"{not json", b"[]", b'{"format_version": 1}',
-     json.dumps({"format_version": 99}).encode()],
+    [b"", b"{not json", b"[]", b'{"format_version": 1}', json.dumps({"format_version": 99}).encode()],
     ids=["empty", "garbage", "list", "missing-keys", "future-version"],
 )
 def test_a_malformed_manifest_raises_index_stale(tmp_path: Path, body: bytes, make_vectors: MakeVectors) -> None:

@@ -27,7 +27,7 @@ MakeVectors = Callable[..., np.ndarray]
 
 # Runs in a child process. "load DIR": load, print OK/STALE. "save DIR START": check what the last
 # (killed) saver left, print READY, then save generation after generation until killed.
-CHILD = r'''
+CHILD = r"""
 import sys
 import numpy as np
 import mempager  # noqa: F401  (import order; see conftest)
@@ -74,13 +74,19 @@ if mode == "save":
         index.remove(dead.tolist())
         index.save(directory, meta={"generation": g})
         g += 1
-'''
+"""
 
 
 def child(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.Popen([sys.executable, "-c", CHILD, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=Path(args[1]).parent)
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=Path(args[1]).parent,
+    )
 
 
 def load_in_child(directory: Path) -> tuple[int, str, str]:
@@ -119,12 +125,10 @@ def test_an_intact_save_loads_in_a_child(saved: Path) -> None:
 DAMAGE: dict[str, tuple[Callable[[Path], object], str]] = {
     "truncated-index": (lambda d: files(d)["index"].write_bytes(files(d)["index"].read_bytes()[:5000]), "bytes"),
     "bit-flip-index-header": (lambda d: flip_bit(files(d)["index"], 3), "checksum"),
-    "bit-flip-index-body": (lambda d: flip_bit(files(d)["index"], files(d)["index"].stat().st_size // 2),
-                            "checksum"),
+    "bit-flip-index-body": (lambda d: flip_bit(files(d)["index"], files(d)["index"].stat().st_size // 2), "checksum"),
     "empty-index": (lambda d: files(d)["index"].write_bytes(b""), "bytes"),
     "missing-index": (lambda d: files(d)["index"].unlink(), "cannot read"),
-    "truncated-vectors": (lambda d: files(d)["vectors"].write_bytes(files(d)["vectors"].read_bytes()[:-1]),
-                          "bytes"),
+    "truncated-vectors": (lambda d: files(d)["vectors"].write_bytes(files(d)["vectors"].read_bytes()[:-1]), "bytes"),
     "bit-flip-vectors": (lambda d: flip_bit(files(d)["vectors"], 100), "checksum"),
     "missing-manifest": (lambda d: (d / MANIFEST_NAME).unlink(), "no manifest"),
     "malformed-manifest": (lambda d: (d / MANIFEST_NAME).write_text('{"format_version": 1, "kind": '), "malformed"),

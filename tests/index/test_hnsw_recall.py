@@ -14,8 +14,7 @@ pytestmark = pytest.mark.slow
 K = 10
 
 
-def recall_at_k(index: HnswIndex, ref: ExactIndex, queries: np.ndarray,
-                allow: frozenset[int] | None = None) -> float:
+def recall_at_k(index: HnswIndex, ref: ExactIndex, queries: np.ndarray, allow: frozenset[int] | None = None) -> float:
     hits = total = 0
     for query in queries:
         want = {label for label, _ in ref.search(query, K, allow=allow)}
@@ -36,8 +35,9 @@ def indexes(minilm_vectors: tuple[np.ndarray, np.ndarray]) -> tuple[HnswIndex, E
     return index, ref
 
 
-def test_recall_at_10_vs_exact(indexes: tuple[HnswIndex, ExactIndex],
-                               minilm_vectors: tuple[np.ndarray, np.ndarray]) -> None:
+def test_recall_at_10_vs_exact(
+    indexes: tuple[HnswIndex, ExactIndex], minilm_vectors: tuple[np.ndarray, np.ndarray]
+) -> None:
     index, ref = indexes
     assert (index.ef, index.M, index.ef_construction) == (128, 16, 200)  # the lane's defaults, not tuned here
     assert len(index) == len(minilm_vectors[0]) > 5000  # every LoCoMo turn
@@ -45,15 +45,17 @@ def test_recall_at_10_vs_exact(indexes: tuple[HnswIndex, ExactIndex],
     assert recall_at_k(index, ref, minilm_vectors[1]) >= 0.95
 
 
-def test_filtered_recall_at_10_vs_exact(indexes: tuple[HnswIndex, ExactIndex],
-                                        minilm_vectors: tuple[np.ndarray, np.ndarray]) -> None:
+def test_filtered_recall_at_10_vs_exact(
+    indexes: tuple[HnswIndex, ExactIndex], minilm_vectors: tuple[np.ndarray, np.ndarray]
+) -> None:
     index, ref = indexes
     allow = frozenset(index.labels()[::2].tolist())  # another actor's half of a shared index
     assert recall_at_k(index, ref, minilm_vectors[1][:250], allow=allow) >= 0.95
 
 
-def test_recall_survives_save_and_load(indexes: tuple[HnswIndex, ExactIndex], tmp_path: Path,
-                                       minilm_vectors: tuple[np.ndarray, np.ndarray]) -> None:
+def test_recall_survives_save_and_load(
+    indexes: tuple[HnswIndex, ExactIndex], tmp_path: Path, minilm_vectors: tuple[np.ndarray, np.ndarray]
+) -> None:
     index, ref = indexes
     index.save(tmp_path, meta={"model": "st:all-MiniLM-L6-v2"})
     again = HnswIndex(index.dim)

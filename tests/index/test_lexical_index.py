@@ -114,10 +114,32 @@ def test_bad_input_is_rejected() -> None:
 # -- identifiers -------------------------------------------------------------------------------
 
 TARGETS = ["0xdeadbeef", "a3f9c2e1b7d4", "src/app/main.py", "v1.2.3", "user@example.com"]
-LOOKALIKES = ["0xdeadbeee", "0xdeadbeef0", "0xdeadbee", "a3f9c2e1b7d5", "a3f9c2e1b7", "b3f9c2e1b7d4",
-              "src/app/main.pyc", "src/apps/main.py", "src/app/main_py", "app/src/main.py", "main.py.bak",
-              "v1.2.4", "v1.2.3.1", "v1.3.2", "1.2", "user@example.org", "user2@example.com", "users@example.com",
-              "example.com/user", "src/app", "main", "deadbeef", "user", "example"]
+LOOKALIKES = [
+    "0xdeadbeee",
+    "0xdeadbeef0",
+    "0xdeadbee",
+    "a3f9c2e1b7d5",
+    "a3f9c2e1b7",
+    "b3f9c2e1b7d4",
+    "src/app/main.pyc",
+    "src/apps/main.py",
+    "src/app/main_py",
+    "app/src/main.py",
+    "main.py.bak",
+    "v1.2.4",
+    "v1.2.3.1",
+    "v1.3.2",
+    "1.2",
+    "user@example.org",
+    "user2@example.com",
+    "users@example.com",
+    "example.com/user",
+    "src/app",
+    "main",
+    "deadbeef",
+    "user",
+    "example",
+]
 FILLER = "the build log mentions these values while the team was debugging the release".split()
 
 

@@ -93,6 +93,7 @@ def _edit_manifest(key: str, value: object) -> Callable[[Path], None]:
         body = json.loads((d / MANIFEST).read_text())
         body[key] = value
         (d / MANIFEST).write_text(json.dumps(body))
+
     return edit
 
 

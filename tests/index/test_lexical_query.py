@@ -86,8 +86,9 @@ def test_stopword_only_queries_match_nothing(ix: LexicalIndex) -> None:
 
 
 def test_parse_tree() -> None:
-    assert parse_query('a b OR "c d" -e f*') == Or((And((Term("a"), Term("b"))),
-                                                   And((Phrase("c d"), Not(Term("e")), Prefix("f")))))
+    assert parse_query('a b OR "c d" -e f*') == Or(
+        (And((Term("a"), Term("b"))), And((Phrase("c d"), Not(Term("e")), Prefix("f"))))
+    )
     assert parse_query("NOT a AND (b)") == And((Not(Term("a")), Term("b")))
     assert parse_query("long-term - x") == And((Term("long-term"), Term("-"), Term("x")))
 

@@ -45,7 +45,12 @@ def test_versions_also_stand_without_their_v(tok: Tokenizer) -> None:
 
 def test_words_are_folded_stopped_and_stemmed(tok: Tokenizer) -> None:
     assert tok.terms("The Stories of Caroline's DOGS were running and she stopped") == [
-        "story", "caroline", "dog", "run", "stop"]
+        "story",
+        "caroline",
+        "dog",
+        "run",
+        "stop",
+    ]
 
 
 def test_identifier_parts_are_never_stopped(tok: Tokenizer) -> None:
@@ -67,15 +72,31 @@ def test_glued_prose_is_an_identifier_whose_parts_still_match(tok: Tokenizer) ->
 def test_positions_keep_stopword_gaps_and_give_parts_consecutive_slots(tok: Tokenizer) -> None:
     terms, positions = tok.analyse("the cat saw src/app.py today")
     assert list(zip(terms, positions, strict=True)) == [
-        ("cat", 1), ("saw", 2), ("src/app.py", 3), ("src", 3), ("app", 4), ("py", 5), ("today", 6)]
+        ("cat", 1),
+        ("saw", 2),
+        ("src/app.py", 3),
+        ("src", 3),
+        ("app", 4),
+        ("py", 5),
+        ("today", 6),
+    ]
 
 
 @pytest.mark.parametrize(
     ("word", "light", "plural"),
-    [("stories", "story", "story"), ("running", "run", "running"), ("making", "make", "making"),
-     ("stopped", "stop", "stopped"), ("walked", "walk", "walked"), ("studied", "study", "studied"),
-     ("sing", "sing", "sing"), ("bed", "bed", "bed"), ("agreed", "agreed", "agreed"), ("class", "class", "class"),
-     ("boxes", "box", "box")],
+    [
+        ("stories", "story", "story"),
+        ("running", "run", "running"),
+        ("making", "make", "making"),
+        ("stopped", "stop", "stopped"),
+        ("walked", "walk", "walked"),
+        ("studied", "study", "studied"),
+        ("sing", "sing", "sing"),
+        ("bed", "bed", "bed"),
+        ("agreed", "agreed", "agreed"),
+        ("class", "class", "class"),
+        ("boxes", "box", "box"),
+    ],
 )
 def test_light_stemmer(word: str, light: str, plural: str) -> None:
     assert stem_word(word, "light") == light
@@ -84,8 +105,12 @@ def test_light_stemmer(word: str, light: str, plural: str) -> None:
 
 
 def test_options_change_the_version_string() -> None:
-    configs = [TokenizerConfig(stem="none"), TokenizerConfig(stem="light"), TokenizerConfig(subtokens=False),
-               TokenizerConfig(stopwords=False)]
+    configs = [
+        TokenizerConfig(stem="none"),
+        TokenizerConfig(stem="light"),
+        TokenizerConfig(subtokens=False),
+        TokenizerConfig(stopwords=False),
+    ]
     assert len({Tokenizer(c).version for c in configs}) == 4
 
 
@@ -93,8 +118,27 @@ def test_subtokens_can_be_turned_off() -> None:
     assert Tokenizer(TokenizerConfig(subtokens=False)).terms("src/app/main.py") == ["src/app/main.py"]
 
 
-WORDS = st.sampled_from(["the", "cat", "Cats", "running", "src/app/main.py", "v1.2.3", "0xBEEF", "a-b", "...",
-                         "user@example.com", "getUserName", "Straße", "don't", "42", ",", "(x)", "ünï"])
+WORDS = st.sampled_from(
+    [
+        "the",
+        "cat",
+        "Cats",
+        "running",
+        "src/app/main.py",
+        "v1.2.3",
+        "0xBEEF",
+        "a-b",
+        "...",
+        "user@example.com",
+        "getUserName",
+        "Straße",
+        "don't",
+        "42",
+        ",",
+        "(x)",
+        "ünï",
+    ]
+)
 
 
 @given(st.lists(st.lists(WORDS, max_size=12).map(" ".join), min_size=1, max_size=6))
@@ -105,8 +149,10 @@ def test_vocabulary_encoding_equals_analyse(texts: list[str]) -> None:
     at = 0
     for text, count in zip(texts, counts.tolist(), strict=True):
         terms, pos = tok.analyse(text)
-        got = [(vocab.terms[t], p) for t, p in zip(term_ids[at : at + count].tolist(),
-                                                   positions[at : at + count].tolist(), strict=True)]
+        got = [
+            (vocab.terms[t], p)
+            for t, p in zip(term_ids[at : at + count].tolist(), positions[at : at + count].tolist(), strict=True)
+        ]
         assert got == list(zip(terms, pos, strict=True))
         at += count
     assert at == len(term_ids)

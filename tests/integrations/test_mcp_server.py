@@ -93,17 +93,22 @@ async def _memory_session(session: ClientSession) -> None:
 async def _procedure_session(session: ClientSession) -> None:
     await session.initialize()
     for _ in range(3):
-        pattern = await _ok(session, "reinforce_pattern", name="cut a release", trigger="ship a release",
-                            steps=["branch from main", "bump the version", "make deploy"])
+        pattern = await _ok(
+            session,
+            "reinforce_pattern",
+            name="cut a release",
+            trigger="ship a release",
+            steps=["branch from main", "bump the version", "make deploy"],
+        )
     assert pattern["successes"] == 3 and pattern["injected_in_pages"] and pattern["stage"] == "reinforced"
     paged = await _ok(session, "page", query="what first?", goal="ship a release", turn="turn-1")
     assert "Pattern: cut a release" in paged["page"]
     assert "did not inject" in await _error(session, "feedback", turn="turn-1", outcome="success", used=["nope"])
-    assert (await _ok(session, "feedback", turn="turn-1", outcome="success",
-                      used=["cut a release"]))["patterns_updated"] == 1
+    assert (await _ok(session, "feedback", turn="turn-1", outcome="success", used=["cut a release"]))[
+        "patterns_updated"
+    ] == 1
     await _ok(session, "page", query="what first?", goal="ship a release", turn="turn-2")
-    outcome = await _ok(session, "record_outcome", summary="release 2.4 failed in CI", outcome="failure",
-                        turn="turn-2")
+    outcome = await _ok(session, "record_outcome", summary="release 2.4 failed in CI", outcome="failure", turn="turn-2")
     assert outcome["uri"].startswith("mem://t/outcome/")
     after = await _ok(session, "reinforce_pattern", name="cut a release", steps=["branch from main"])
     assert after["failures"] == 1 and after["successes"] == 5  # 3 + feedback + this reinforcement
@@ -118,8 +123,9 @@ async def _procedure_session(session: ClientSession) -> None:
 
 
 def test_stdio_server_remembers_pages_forgets_and_survives_bad_input(tmp_path: Path) -> None:
-    params = StdioServerParameters(command=sys.executable, args=serve_argv(tmp_path / "s.duckdb"),
-                                   env=child_env(), cwd=str(tmp_path))
+    params = StdioServerParameters(
+        command=sys.executable, args=serve_argv(tmp_path / "s.duckdb"), env=child_env(), cwd=str(tmp_path)
+    )
 
     async def main() -> None:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -129,9 +135,12 @@ def test_stdio_server_remembers_pages_forgets_and_survives_bad_input(tmp_path: P
 
 
 def test_patterns_feedback_and_pinned_resource_over_stdio(tmp_path: Path) -> None:
-    params = StdioServerParameters(command=sys.executable,
-                                   args=serve_argv(tmp_path / "s.duckdb", "--goal", "ship 2.4"),
-                                   env=child_env(), cwd=str(tmp_path))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=serve_argv(tmp_path / "s.duckdb", "--goal", "ship 2.4"),
+        env=child_env(),
+        cwd=str(tmp_path),
+    )
 
     async def main() -> None:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -143,16 +152,34 @@ def test_patterns_feedback_and_pinned_resource_over_stdio(tmp_path: Path) -> Non
 def test_stdout_carries_only_protocol_and_eof_shuts_down_cleanly(tmp_path: Path) -> None:
     """A harness speaking an older protocol version; every stdout line must be JSON-RPC."""
     messages: list[dict[str, Any]] = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": "remember", "arguments": {"text": "raw clients work too"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"text": "raw clients work too"}},
+        },
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "stats", "arguments": {}}},
     ]
-    proc = subprocess.Popen([sys.executable, *serve_argv(tmp_path / "s.duckdb")], cwd=tmp_path, env=child_env(),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *serve_argv(tmp_path / "s.duckdb")],
+        cwd=tmp_path,
+        env=child_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     replies: dict[int, Any] = {}
     for message in messages:  # one at a time: the server may answer out of order otherwise
@@ -173,19 +200,28 @@ def test_stdout_carries_only_protocol_and_eof_shuts_down_cleanly(tmp_path: Path)
 
 
 def test_unusable_store_fails_fast_with_one_clear_line(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, *serve_argv(tmp_path / "s.duckdb", "--actor", "no/slashes")],
-                          cwd=tmp_path, env=child_env(), stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, *serve_argv(tmp_path / "s.duckdb", "--actor", "no/slashes")],
+        cwd=tmp_path,
+        env=child_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert "mempager: error: actor 'no/slashes' is not usable" in done.stderr
 
 
 def test_missing_sdk_is_one_line_naming_the_extra(tmp_path: Path) -> None:
     # sys.modules["mcp"] = None makes `import mcp` fail exactly as it does when the SDK is absent
-    code = ("import sys; sys.modules['mcp'] = None\nfrom mempager.cli.main import main\n"
-            f"sys.exit(main({serve_argv(tmp_path / 's.duckdb')[2:]!r}))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=child_env(), capture_output=True,
-                          text=True, timeout=60)
+    code = (
+        "import sys; sys.modules['mcp'] = None\nfrom mempager.cli.main import main\n"
+        f"sys.exit(main({serve_argv(tmp_path / 's.duckdb')[2:]!r}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("mempager: error: mempager serve needs the MCP Python SDK 2.x")
     assert "pip install 'mempager[mcp]'" in done.stderr and "Traceback" not in done.stderr
@@ -222,9 +258,15 @@ def _listening_addresses(port: int) -> set[str]:
 
 def test_streamable_http_on_loopback_and_sigterm_closes_the_pager(tmp_path: Path) -> None:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, *serve_argv(tmp_path / "s.duckdb", "--http", "--port", str(port))],
-                            cwd=tmp_path, env=child_env(), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *serve_argv(tmp_path / "s.duckdb", "--http", "--port", str(port))],
+        cwd=tmp_path,
+        env=child_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for_port(port, proc)
         if Path("/proc/net/tcp").exists():  # Linux: ask the kernel what the socket is bound to
@@ -266,7 +308,7 @@ def test_unexpected_exceptions_become_tool_errors_and_are_logged(caplog: pytest.
 def test_readme_config_snippets_start_this_server() -> None:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Use it from an agent"):]
+    section = readme[readme.index("## Use it from an agent") :]
     (as_json,) = re.findall(r"```json\n(.*?)```", section, re.S)
     (as_toml,) = re.findall(r"```toml\n(.*?)```", section, re.S)
     entries = [json.loads(as_json)["mcpServers"]["mempager"], tomllib.loads(as_toml)["mcp_servers"]["mempager"]]

@@ -19,8 +19,11 @@ from .conftest import REPO
 
 GOAL = "ship billing release 2.4"
 CONFIG = PagerConfig(embedder="hash")
-RELEASE = PatternSpec(name="cut a release", trigger="ship a billing release",
-                      steps=["branch from main", "bump the version", "make deploy"])
+RELEASE = PatternSpec(
+    name="cut a release",
+    trigger="ship a billing release",
+    steps=["branch from main", "bump the version", "make deploy"],
+)
 TURNS = [
     "Heads-up: the deploy key for billing is in vault at secret/billing/deploy-7f3a9c2e.",
     "Which branch do we cut releases from?",
@@ -58,8 +61,13 @@ def test_three_turns_sync(store_path: Path) -> None:
         memory = TurnMemory(p)
         before = _confidence(p)
         first = memory.before_turn(GOAL, TURNS[0])
-        record = memory.after_turn(first.turn_id, TURNS[0], "Noted: vault, secret/billing/deploy-7f3a9c2e.",
-                                   outcome="success", summary="Noted where the deploy key lives")
+        record = memory.after_turn(
+            first.turn_id,
+            TURNS[0],
+            "Noted: vault, secret/billing/deploy-7f3a9c2e.",
+            outcome="success",
+            summary="Noted where the deploy key lives",
+        )
         _check_turn_one(first, record, before, _confidence(p))
         assert record.outcome_uri is not None
         outcome = p.get(record.outcome_uri)
@@ -76,7 +84,8 @@ def test_three_turns_sync(store_path: Path) -> None:
         third = memory.before_turn(GOAL, TURNS[2])
         _check_turn_three(third, first)
         assert memory.after_turn(third.turn_id, TURNS[2], "In vault.") == TurnRecord(
-            third.turn_id, memory.pager.recall(types=["event"], limit=1)[0].uri)
+            third.turn_id, memory.pager.recall(types=["event"], limit=1)[0].uri
+        )
         events = p.recall(types=["event"], tags=["turn"], limit=10)
         assert len(events) == 3 and events[-1].metadata["turn"] == first.turn_id
         assert events[-1].text.startswith("User: Heads-up") and "\nAssistant: Noted" in events[-1].text
@@ -135,18 +144,20 @@ def test_turns_are_kept_apart_and_bounded(store_path: Path) -> None:
 
 def _agent_section() -> str:
     readme: str = (REPO / "README.md").read_text(encoding="utf-8")
-    return readme[readme.index("## Use it from an agent"):]
+    return readme[readme.index("## Use it from an agent") :]
 
 
 @pytest.mark.slow
-def test_readme_example_runs_offline_and_carries_memory_to_turn_three(tmp_path: Path,
-                                                                      offline_env: dict[str, str]) -> None:
+def test_readme_example_runs_offline_and_carries_memory_to_turn_three(
+    tmp_path: Path, offline_env: dict[str, str]
+) -> None:
     (example,) = [b for b in re.findall(r"```python\n(.*?)```", _agent_section(), re.S) if "TurnMemory(" in b]
     script = tmp_path / "example.py"
     script.write_text(example + "\nprint('embedder:', p.semantic.model)\n", encoding="utf-8")
     env = {**offline_env, "TMPDIR": str(tmp_path)}  # its temporary store lands under tmp_path too
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "agent: It is in vault at secret/billing/deploy." in done.stdout
     assert "embedder: st:all-MiniLM-L6-v2" in done.stdout  # the real local model, not the hash fallback

@@ -30,8 +30,20 @@ def test_every_mutation_appends_a_chained_entry(store_path: Path) -> None:
         assert held.startswith("review://")
         p.forget(uri)
         ops = [e.op for e in p.audit()]
-        assert ops == ["remember", "reinforce", "remember", "remember", "remember", "remember", "reinforce",
-                       "reinforce", "feedback", "feedback", "review", "forget"]
+        assert ops == [
+            "remember",
+            "reinforce",
+            "remember",
+            "remember",
+            "remember",
+            "remember",
+            "reinforce",
+            "reinforce",
+            "feedback",
+            "feedback",
+            "review",
+            "forget",
+        ]
         assert [e.seq for e in seen] == [e.seq for e in p.audit()]  # the callback saw every entry
         assert p.verify_audit().ok
         entries = p.audit()
@@ -62,11 +74,42 @@ def test_tampering_is_detected_and_named(store_path: Path) -> None:
     con.execute("UPDATE audit SET op = 'remember' WHERE seq = 3")
     con.execute("DELETE FROM audit WHERE seq = 2")
     con.close()
-    proc = subprocess.run([sys.executable, "-m", "mempager", "audit", "verify", "--store", str(store_path),
-                           "--actor", "neo", "--embedder", "hash"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mempager",
+            "audit",
+            "verify",
+            "--store",
+            str(store_path),
+            "--actor",
+            "neo",
+            "--embedder",
+            "hash",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1 and "BROKEN at entry 3" in proc.stdout
-    listed = subprocess.run([sys.executable, "-m", "mempager", "audit", "--since", "7d", "--store", str(store_path),
-                             "--actor", "neo", "--embedder", "hash"], capture_output=True, text=True)
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mempager",
+            "audit",
+            "--since",
+            "7d",
+            "--store",
+            str(store_path),
+            "--actor",
+            "neo",
+            "--embedder",
+            "hash",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert listed.returncode == 0 and listed.stdout.count("remember") == 4
 
 

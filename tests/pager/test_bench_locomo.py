@@ -32,9 +32,23 @@ def test_bench_cli_writes_results(tmp_path: Path) -> None:
     data = tmp_path / "locomo-sample.json"
     data.write_text(json.dumps([sample]))
     proc = subprocess.run(
-        [sys.executable, "-m", "mempager", "bench", "locomo", "--data", str(data),
-         "--embedder", "hash", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        [
+            sys.executable,
+            "-m",
+            "mempager",
+            "bench",
+            "locomo",
+            "--data",
+            str(data),
+            "--embedder",
+            "hash",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "locomo:" in proc.stderr and "item" in proc.stderr  # progress shown (tqdm)

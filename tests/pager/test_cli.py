@@ -16,8 +16,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run(tmp_path: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MEMPAGER_STORE": str(tmp_path / "cli.duckdb"), "MEMPAGER_EMBEDDER": "hash"}
-    proc = subprocess.run([sys.executable, "-m", "mempager", *args], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mempager", *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -82,9 +83,13 @@ def test_make_run_prints_pinned_block_and_report(tmp_path: Path) -> None:
     venv = REPO / ".venv" / "bin" / "mempager"
     if not venv.exists():
         pytest.skip("make run needs the .venv that `make test` creates")
-    proc = subprocess.run(["make", "-s", "-C", str(REPO), "run", f"STORE={tmp_path / 'demo.duckdb'}"],
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "MEMPAGER_EMBEDDER": "hash"})
+    proc = subprocess.run(
+        ["make", "-s", "-C", str(REPO), "run", f"STORE={tmp_path / 'demo.duckdb'}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "MEMPAGER_EMBEDDER": "hash"},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "## Identity" in proc.stdout and "## User profile" in proc.stdout
     assert "Paging report" in proc.stdout and "CUT" in proc.stdout

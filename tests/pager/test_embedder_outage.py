@@ -31,8 +31,13 @@ from ..embedders.conftest import MODEL, TOKEN, closed_port, hash_server  # noqa:
 
 N = 6  # one embedding batch (embed_batch_size 8), so one HTTP request per try
 NAME = f"http:{MODEL}@127.0.0.1"
-FAST = PagerConfig(embedder="gateway", embed_batch_size=8, embed_max_attempts=3,
-                   embed_backoff_seconds=0.01, embed_max_backoff_seconds=0.05)
+FAST = PagerConfig(
+    embedder="gateway",
+    embed_batch_size=8,
+    embed_max_attempts=3,
+    embed_backoff_seconds=0.01,
+    embed_max_backoff_seconds=0.05,
+)
 
 
 def _nan(payload: dict[str, Any]) -> dict[str, Any]:
@@ -51,8 +56,13 @@ FAULTS = {
 
 
 def gateway_env(url: str) -> dict[str, str]:
-    return {"MEMPAGER_GATEWAY_URL": url, "MEMPAGER_GATEWAY_TOKEN": TOKEN, "MEMPAGER_LOCAL_MODEL": "off",
-            "MEMPAGER_EMBED_MAX_ATTEMPTS": "1", "MEMPAGER_EMBED_PROBE_TIMEOUT": "5"}
+    return {
+        "MEMPAGER_GATEWAY_URL": url,
+        "MEMPAGER_GATEWAY_TOKEN": TOKEN,
+        "MEMPAGER_LOCAL_MODEL": "off",
+        "MEMPAGER_EMBED_MAX_ATTEMPTS": "1",
+        "MEMPAGER_EMBED_PROBE_TIMEOUT": "5",
+    }
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
@@ -64,8 +74,9 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) ->
 
 
 def facts(p: Pager, first: int = 0) -> list[str]:
-    return p.remember_many([{"type": "fact", "text": f"the rotation code for vault {i} is zq{i}x{i * 7}"}
-                            for i in range(first, first + N)])
+    return p.remember_many(
+        [{"type": "fact", "text": f"the rotation code for vault {i} is zq{i}x{i * 7}"} for i in range(first, first + N)]
+    )
 
 
 def memory_texts(server: EmbeddingServer) -> int:
@@ -91,7 +102,9 @@ def assert_found_without_the_semantic_lane(p: Pager, uri: str, query: str) -> No
 
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_a_failing_embedder_leaves_memories_pending_then_the_worker_catches_up(
-    opened: Pager, hash_server: EmbeddingServer, fault: str  # noqa: F811 - the fixture
+    opened: Pager,
+    hash_server: EmbeddingServer,  # noqa: F811 - the fixture
+    fault: str,
 ) -> None:
     p = opened
     before = facts(p)
@@ -135,7 +148,9 @@ def test_a_failing_embedder_leaves_memories_pending_then_the_worker_catches_up(
 
 
 def test_retries_are_bounded_per_batch_and_every_round_is_recorded(
-    store_path: Path, hash_server: EmbeddingServer, caplog: pytest.LogCaptureFixture  # noqa: F811
+    store_path: Path,
+    hash_server: EmbeddingServer,  # noqa: F811 - the fixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="mempager.worker")
     env = gateway_env(hash_server.url)
@@ -162,7 +177,8 @@ def test_retries_are_bounded_per_batch_and_every_round_is_recorded(
 
 
 def test_a_forced_embedder_down_at_open_opens_and_catches_up_with_its_own_model(
-    store_path: Path, hash_server: EmbeddingServer  # noqa: F811 - the fixture
+    store_path: Path,
+    hash_server: EmbeddingServer,  # noqa: F811 - the fixture
 ) -> None:
     hash_server.break_with(Reply(status=503))  # the boot probe fails; no width is configured
     env = gateway_env(hash_server.url)
@@ -212,19 +228,31 @@ def test_a_forced_local_model_whose_package_is_missing_still_opens(
 
 
 def test_cli_with_a_forced_gateway_down_warns_once_and_still_works(
-    tmp_path: Path, closed_port: int  # noqa: F811 - the fixture
+    tmp_path: Path,
+    closed_port: int,  # noqa: F811 - the fixture
 ) -> None:
-    env = {**os.environ, **gateway_env(f"http://127.0.0.1:{closed_port}"), "MEMPAGER_EMBEDDER": "gateway",
-           "MEMPAGER_STORE": str(tmp_path / "cli.duckdb")}
+    env = {
+        **os.environ,
+        **gateway_env(f"http://127.0.0.1:{closed_port}"),
+        "MEMPAGER_EMBEDDER": "gateway",
+        "MEMPAGER_STORE": str(tmp_path / "cli.duckdb"),
+    }
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([sys.executable, "-m", "mempager", *args], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "mempager", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         return proc
 
-    with mempager.open(tmp_path / "cli.duckdb", actor="default", config=FAST,
-                    environ=gateway_env(f"http://127.0.0.1:{closed_port}")) as p:
+    with mempager.open(
+        tmp_path / "cli.duckdb", actor="default", config=FAST, environ=gateway_env(f"http://127.0.0.1:{closed_port}")
+    ) as p:
         uri = p.remember_fact("the vault rotation code is zq7x49")
     stats = cli("stats", "--json")
     gateway = next(c for c in json.loads(stats.stdout)["embedder_candidates"] if c["kind"] == "gateway")
@@ -251,8 +279,9 @@ class QueriesBreak(HashEmbedder):
         return super().embed(texts, role)
 
 
-def test_retrieve_and_page_survive_a_query_embedding_failure(store_path: Path,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_retrieve_and_page_survive_a_query_embedding_failure(
+    store_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with mempager.open(store_path, actor="neo", config=FAST.with_(embedder="hash"), embedder=QueriesBreak(384)) as p:
         uris = facts(p)
         assert p.sync(timeout=60) and len(p.semantic) == N  # the documents are embedded and indexed

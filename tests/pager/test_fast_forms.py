@@ -89,12 +89,45 @@ def reference_analyse(raw: str, config: TokenizerConfig, stopwords: frozenset[st
 
 
 TRICKY = [
-    "..hidden", "...", "..foo/bar", "²", "٣٤", "12", "007", "Straße", "ÉCOLE", "HTTPServer", "getUserName",
-    "v1.2.3", "ref-123456", "don't", "Don’t", "user's", "café", "naïve", "running", "studied", "stopped",
-    "snake_case_name", "x", "THE", "The", "ABCdef", "a1b2", "ﬁle", "Ⅻ", "½", "e-mail", "foo..bar", "über-cool",
+    "..hidden",
+    "...",
+    "..foo/bar",
+    "²",
+    "٣٤",
+    "12",
+    "007",
+    "Straße",
+    "ÉCOLE",
+    "HTTPServer",
+    "getUserName",
+    "v1.2.3",
+    "ref-123456",
+    "don't",
+    "Don’t",
+    "user's",
+    "café",
+    "naïve",
+    "running",
+    "studied",
+    "stopped",
+    "snake_case_name",
+    "x",
+    "THE",
+    "The",
+    "ABCdef",
+    "a1b2",
+    "ﬁle",
+    "Ⅻ",
+    "½",
+    "e-mail",
+    "foo..bar",
+    "über-cool",
 ]
-CONFIGS = [TokenizerConfig(), TokenizerConfig(stem="none", subtokens=False, stopwords=False),
-           TokenizerConfig(stem="plural")]
+CONFIGS = [
+    TokenizerConfig(),
+    TokenizerConfig(stem="none", subtokens=False, stopwords=False),
+    TokenizerConfig(stem="plural"),
+]
 
 
 def test_analyse_equals_the_reference_on_tricky_tokens() -> None:
@@ -121,17 +154,30 @@ def _memories(n: int, *, text_suffix: str = "", bump: int = 0) -> list[Memory]:
     out = []
     for i in range(n):
         mtype = list(MemoryType)[i % len(MemoryType)]
-        out.append(Memory(
-            label=1000 + i, id=f"{i:016x}", uri=f"mem://a/{mtype.value}/{i:016x}", actor="a",
-            scope=Scope.PROJECT if i % 3 == 0 else Scope.GLOBAL, type=mtype,
-            text=f"memory {i}{text_suffix}", source=list(Source)[i % len(Source)],
-            confidence=(i % 10) / 10, importance=(i % 7) / 7, strength=(i % 5) / 5,
-            created_at=base + timedelta(hours=i) if i % 4 else base.replace(tzinfo=None),  # naive = UTC
-            updated_at=now, last_accessed_at=now, access_count=i % 6 + bump,
-            tags=("t", str(i)) if i % 2 else (), metadata={"i": i, "z": [1, 2]} if i % 5 else {},
-            content_hash=f"h{i}{text_suffix}", superseded_by=f"mem://a/fact/{i + 1:016x}" if i % 9 == 0 else None,
-            valid_until=now + timedelta(days=i) if i % 8 == 0 else None,
-        ))
+        out.append(
+            Memory(
+                label=1000 + i,
+                id=f"{i:016x}",
+                uri=f"mem://a/{mtype.value}/{i:016x}",
+                actor="a",
+                scope=Scope.PROJECT if i % 3 == 0 else Scope.GLOBAL,
+                type=mtype,
+                text=f"memory {i}{text_suffix}",
+                source=list(Source)[i % len(Source)],
+                confidence=(i % 10) / 10,
+                importance=(i % 7) / 7,
+                strength=(i % 5) / 5,
+                created_at=base + timedelta(hours=i) if i % 4 else base.replace(tzinfo=None),  # naive = UTC
+                updated_at=now,
+                last_accessed_at=now,
+                access_count=i % 6 + bump,
+                tags=("t", str(i)) if i % 2 else (),
+                metadata={"i": i, "z": [1, 2]} if i % 5 else {},
+                content_hash=f"h{i}{text_suffix}",
+                superseded_by=f"mem://a/fact/{i + 1:016x}" if i % 9 == 0 else None,
+                valid_until=now + timedelta(days=i) if i % 8 == 0 else None,
+            )
+        )
     return out
 
 
@@ -139,8 +185,7 @@ def _snapshot(table: ActorTable) -> tuple[object, ...]:
     n = table.size
     nums = {name: arr[:n].tolist() for name, arr in table.num.items()}
     objs = {name: col[:n] for name, col in table.obj.items()}
-    return (table.labels[:n].tolist(), dict(table.rows), dict(table.ids), json.dumps(nums, default=str),
-            repr(objs))
+    return (table.labels[:n].tolist(), dict(table.rows), dict(table.ids), json.dumps(nums, default=str), repr(objs))
 
 
 def test_batch_upsert_writes_what_row_by_row_upserts_write() -> None:

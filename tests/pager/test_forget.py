@@ -99,8 +99,9 @@ def test_forget_where_and_actor_scope(store_path: Path) -> None:
     with mempager.open(store_path, actor="bob", config=cfg) as b:
         b.remember_fact("Bob's event stays")
     with mempager.open(store_path, actor="neo", config=cfg) as p:
-        p.remember_many([{"type": "event", "text": f"old event {i}", "created_at": f"2023-01-0{i + 1}"}
-                         for i in range(5)])
+        p.remember_many(
+            [{"type": "event", "text": f"old event {i}", "created_at": f"2023-01-0{i + 1}"} for i in range(5)]
+        )
         p.remember_fact("a fact that stays")
         assert p.forget(actor="neo", where={"types": ["event"], "until": "2023-01-04"}) == 3
         assert sorted(m.text for m in p.recall(limit=50)) == ["a fact that stays", "old event 3", "old event 4"]
@@ -194,11 +195,13 @@ def test_forget_where_leaves_no_bytes(store_path: Path) -> None:
 def test_forget_where_matches_queued_texts_like_recall(store_path: Path) -> None:
     with mempager.open(store_path, actor="neo", config=COPILOT) as p:
         queued = {
-            "event": p.remember("event", "went to Lisbon", source="llm", confidence=0.1,
-                                created_at="2023-05-08T10:00:00", tags=["trip"]),
+            "event": p.remember(
+                "event", "went to Lisbon", source="llm", confidence=0.1, created_at="2023-05-08T10:00:00", tags=["trip"]
+            ),
             "fact": p.remember_fact("Lisbon is sunny", source="consolidation", confidence=0.1, tags=["trip"]),
-            "late": p.remember("event", "went to Porto", source="llm", confidence=0.1,
-                               created_at="2024-01-01T10:00:00"),
+            "late": p.remember(
+                "event", "went to Porto", source="llm", confidence=0.1, created_at="2024-01-01T10:00:00"
+            ),
         }
         assert all(u.startswith("review://") for u in queued.values())
         assert p.forget(actor="neo", where={"types": ["event"], "until": "2023-12-31"}) == 0

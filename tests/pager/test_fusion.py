@@ -27,7 +27,8 @@ def test_each_lane_alone_can_reach_the_page(store_path: Path) -> None:
         lexical_only = p.remember_fact(
             "Among the garden notes kept over the years about roses, tulips, hedges, compost, watering "
             "schedules, pruning shears, soil acidity, mulch beds and the greenhouse heater, "
-            "one flower was zygomorphic.")
+            "one flower was zygomorphic."
+        )
         for i in range(20):  # share the query's character trigrams but not its word: semantic, not lexical
             p.remember_fact(f"zygomorphicx{i}")
         semantic_only = p.remember_fact("Photosynthetic organisms convert sunlight.")
@@ -51,8 +52,11 @@ def test_each_lane_alone_can_reach_the_page(store_path: Path) -> None:
 def test_semantic_only_hit_reaches_the_page(tmp_path: Path) -> None:
     with mempager.open(tmp_path / "s.duckdb", actor="neo", config=PagerConfig(embedder="local")) as p:
         dog = p.remember_fact("My dog Rex is three years old.")
-        for text in ["The quarterly report is due Friday.", "Paris is the capital of France.",
-                     "The build uses make and gcc."]:
+        for text in [
+            "The quarterly report is due Friday.",
+            "Paris is the capital of France.",
+            "The build uses make and gcc.",
+        ]:
             p.remember_fact(text)
         assert p.sync(timeout=120)
         hits = p.retrieve("Which pet does the user own?", k=2)
@@ -61,8 +65,9 @@ def test_semantic_only_hit_reaches_the_page(tmp_path: Path) -> None:
 
 def test_score_fusion_is_a_union_with_ties_broken_by_label() -> None:
     lanes = {"semantic": [(1, 0.9), (2, 0.5)], "lexical": [(3, 7.0), (1, 3.5)], "salience": [(4, 0.6)]}
-    fused = fuse_scores(lanes, {"lexical": {2: 0.0}, "semantic": {3: 0.1}}, {"semantic": 0.4, "lexical": 0.6,
-                                                                           "salience": 0.2}, 0.1)
+    fused = fuse_scores(
+        lanes, {"lexical": {2: 0.0}, "semantic": {3: 0.1}}, {"semantic": 0.4, "lexical": 0.6, "salience": 0.2}, 0.1
+    )
     assert {f.label for f in fused} == {1, 2, 3, 4}
     assert [f.label for f in fused][:2] == [1, 3]
     tie = fuse_scores({"lexical": [(9, 1.0), (5, 1.0)]}, {}, {"lexical": 1.0}, 0.1)
@@ -87,25 +92,40 @@ def test_same_store_same_query_same_page_across_reopen(store_path: Path) -> None
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    texts=st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=400)
-                   .filter(str.strip), min_size=1, max_size=25),
+    texts=st.lists(
+        st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=400).filter(str.strip),
+        min_size=1,
+        max_size=25,
+    ),
     budget=st.integers(min_value=1, max_value=600),
     page_budget=st.integers(min_value=50, max_value=3000),
     patterns=st.integers(min_value=0, max_value=3),
     patterns_budget=st.integers(min_value=1, max_value=400),
 )
-def test_budgets_are_never_exceeded(tmp_path_factory, texts: list[str], budget: int, page_budget: int,  # type: ignore[no-untyped-def]
-                                    patterns: int, patterns_budget: int) -> None:
-    cfg = PagerConfig(embedder="hash", retrieval_budget_tokens=budget, page_budget_tokens=page_budget,
-                      pinned_budget_tokens=min(page_budget, 200), patterns_budget_tokens=patterns_budget)
+def test_budgets_are_never_exceeded(
+    tmp_path_factory,
+    texts: list[str],
+    budget: int,
+    page_budget: int,  # type: ignore[no-untyped-def]
+    patterns: int,
+    patterns_budget: int,
+) -> None:
+    cfg = PagerConfig(
+        embedder="hash",
+        retrieval_budget_tokens=budget,
+        page_budget_tokens=page_budget,
+        pinned_budget_tokens=min(page_budget, 200),
+        patterns_budget_tokens=patterns_budget,
+    )
     with mempager.open(tmp_path_factory.mktemp("b") / "b.duckdb", actor="neo", config=cfg) as p:
         p.remember_many([{"type": "fact", "text": t} for t in texts])
         p.remember_user_fact("The user is Ana.")
         p.add_rule(texts[-1])  # a pinned block of random size: sometimes it leaves the page no room
         for i in range(patterns):
             for _ in range(cfg.min_pattern_successes):
-                p.reinforce_pattern(PatternSpec(name=f"ship {i}", trigger="ship the release",
-                                                steps=[t[:120] for t in texts[:3]]))
+                p.reinforce_pattern(
+                    PatternSpec(name=f"ship {i}", trigger="ship the release", steps=[t[:120] for t in texts[:3]])
+                )
         for query in ["the", texts[0][:40] or "x"]:
             snippets = p.retrieve(query)
             assert sum(s.tokens for s in snippets) <= budget
@@ -139,8 +159,9 @@ def test_verbatim_identifier_never_split_in_a_page(store_path: Path) -> None:
     ident = "0x9f2c4e7a1b3d5f60a8c2e4f6b8d0a1c3e5f7a9b1"  # one 42-byte word: cut bytes would corrupt it
     cfg = PagerConfig(embedder="hash")
     with mempager.open(store_path, actor="neo", config=cfg) as p:
-        p.remember_fact("Ledger notes: " + "padding words " * 20 + ident + " is the payout address; "
-                        + "trailing words " * 100)
+        p.remember_fact(
+            "Ledger notes: " + "padding words " * 20 + ident + " is the payout address; " + "trailing words " * 100
+        )
         outcomes = set()
         for budget in range(40, 160):  # the cut moves 4 bytes a step, across the identifier's 42
             hits = p.retrieve(ident, k=1, budget=budget)
@@ -152,8 +173,11 @@ def test_verbatim_identifier_never_split_in_a_page(store_path: Path) -> None:
             whole = ident in line
             assert whole or ident[:6] not in line, line[-80:]
             outcomes.add(whole)
-            assert all(t.strip(",.;") == ident or not ident.startswith(t.strip(",.;"))
-                       for t in re.findall(r"\S+", hit.text) if is_high_entropy(t))
+            assert all(
+                t.strip(",.;") == ident or not ident.startswith(t.strip(",.;"))
+                for t in re.findall(r"\S+", hit.text)
+                if is_high_entropy(t)
+            )
         assert outcomes == {True, False}  # the truncation point did fall on the identifier
 
 
@@ -197,25 +221,31 @@ def test_report_explains_every_cut(store_path: Path) -> None:
         old_goal = p.set_goal("deploy the service")
         goal = p.set_goal("deploy the service today")
         for _ in range(cfg.min_pattern_successes):
-            pattern = p.reinforce_pattern(PatternSpec(name="deploy checklist", trigger="deploy the service",
-                                                      steps=["run the deploy checklist"]))
-        long = p.remember_fact("Deploy checklist for the service on Tuesdays, in full: "
-                               + " ".join(f"step{i} deploy checklist service" for i in range(30)))
+            pattern = p.reinforce_pattern(
+                PatternSpec(name="deploy checklist", trigger="deploy the service", steps=["run the deploy checklist"])
+            )
+        long = p.remember_fact(
+            "Deploy checklist for the service on Tuesdays, in full: "
+            + " ".join(f"step{i} deploy checklist service" for i in range(30))
+        )
         for i in range(6):
             p.remember_fact(f"Deploy note {i}: run the checklist.")
         expired = p.remember_fact("Deploy freeze checklist for the service until the audit ends.")
         p.update(expired, valid_until="2000-01-01")
         tips = {p.remember_fact(f"Gardening tip {i}: water tomatoes at dawn.") for i in range(10)}
         assert p.sync(timeout=60)
-        pages = [p.page("deploy the service today", "deploy checklist Tuesdays service"),  # a long first hit
-                 p.page("deploy the service today", "deploy note run")]  # short hits: k binds first
+        pages = [
+            p.page("deploy the service today", "deploy checklist Tuesdays service"),  # a long first hit
+            p.page("deploy the service today", "deploy note run"),
+        ]  # short hits: k binds first
         # a stale index entry (its memory deleted behind the cache's back) that matches the query best
         p.semantic.add(np.array([999_999]), p.semantic.embed_query("xylophone").reshape(1, -1))
         p.workers.stop()  # what follows stays unembedded: only the salience lane ranks it
         for i in range(3):
             p.remember_fact(f"Fresh thought {i}: call mom.")
-        old_event = p.remember("event", "Lisbon trip with the cousins.",
-                               created_at=datetime.now(timezone.utc) - timedelta(days=200))
+        old_event = p.remember(
+            "event", "Lisbon trip with the cousins.", created_at=datetime.now(timezone.utc) - timedelta(days=200)
+        )
         pages.append(p.page(None, "xylophone"))  # shares no word and no meaning with anything stored
 
     assert pages[0].snippets[0].uri == long and pages[0].snippets[0].truncated
@@ -223,11 +253,12 @@ def test_report_explains_every_cut(store_path: Path) -> None:
     by_reason: dict[str, list[Cut]] = {}
     for cut in cuts:
         by_reason.setdefault(cut.reason, []).append(cut)
-    assert set(by_reason) == {"budget", "top_k", "pinned", "dedup", "superseded", "decay", "below_threshold",
-                              "missing"}
+    assert set(by_reason) == {"budget", "top_k", "pinned", "dedup", "superseded", "decay", "below_threshold", "missing"}
     details = {(c.uri, c.reason): c.detail for c in cuts}
-    assert all(re.fullmatch(r"needs \d+ tokens, \d+ left|section full: \d+ of 140 tokens used", c.detail)
-               for c in by_reason["budget"])
+    assert all(
+        re.fullmatch(r"needs \d+ tokens, \d+ left|section full: \d+ of 140 tokens used", c.detail)
+        for c in by_reason["budget"]
+    )
     assert all(c.detail in ("already 3 snippets", "ranked below the 3 snippets taken") for c in by_reason["top_k"])
     assert details[(profile, "pinned")] == details[(goal, "pinned")] == "already in the pinned block"
     assert {c.uri for c in by_reason["dedup"]} == {pattern}
@@ -240,8 +271,11 @@ def test_report_explains_every_cut(store_path: Path) -> None:
     assert all(c.detail == "no lane scored it above its floor" for c in by_reason["below_threshold"])
     (decayed,) = by_reason["decay"]
     assert decayed.uri == old_event and set(decayed.lanes) == {"salience"}
-    assert re.fullmatch(r"(already 3 snippets|ranked below the 3 snippets taken); "
-                        r"recency ×0\.01 \(age 200 d, half-life 30 d\)", decayed.detail)
+    assert re.fullmatch(
+        r"(already 3 snippets|ranked below the 3 snippets taken); "
+        r"recency ×0\.01 \(age 200 d, half-life 30 d\)",
+        decayed.detail,
+    )
     for page in pages:
         table = page.report.table()
         assert all(c.uri in table and c.reason in table for c in page.report.cuts)
@@ -255,8 +289,7 @@ def test_report_breaks_the_salience_score_into_its_terms(store_path: Path) -> No
         p.remember_fact("Deploy keys live in the vault.")
         assert p.sync(timeout=60)
         p.workers.stop()
-        fresh = p.remember_fact("Reminder: water the plants.", importance=0.8,
-                                created_at=frozen - timedelta(days=90))
+        fresh = p.remember_fact("Reminder: water the plants.", importance=0.8, created_at=frozen - timedelta(days=90))
         page = p.page(None, "anything new?")
         (entry,) = [s for s in page.report.snippets if s.uri == fresh]
         assert entry.salience is not None and entry.lanes.keys() == {"salience"}
@@ -271,8 +304,9 @@ def test_report_breaks_the_salience_score_into_its_terms(store_path: Path) -> No
         assert entry.salience["total"] == pytest.approx(entry.lanes["salience"]["score"], abs=1e-5)
         assert all(s.salience is None for s in page.report.snippets if "salience" not in s.lanes)
         assert page.report.to_dict()["snippets"][0]["salience"] == page.report.snippets[0].salience
-        assert f"salience {entry.salience['total']:.3f} = recency {entry.salience['recency']:.3f}" \
-            in page.report.table()
+        assert (
+            f"salience {entry.salience['total']:.3f} = recency {entry.salience['recency']:.3f}" in page.report.table()
+        )
 
 
 def test_a_memory_without_a_vector_is_not_outranked_for_lacking_one() -> None:

@@ -42,11 +42,15 @@ def test_mirror_equals_sql_after_any_operations(tmp_path_factory, steps) -> None
             existing = store.query("a", limit=10**9)
             target = existing[n % len(existing)] if existing else None
             if op == "put":
-                store.put(NewMemory(actor="a", type=mtype, text=f"text {n}", importance=x,
-                                    created_at=base + timedelta(days=n)))
+                store.put(
+                    NewMemory(
+                        actor="a", type=mtype, text=f"text {n}", importance=x, created_at=base + timedelta(days=n)
+                    )
+                )
             elif op == "put_many":
-                store.put_many([NewMemory(actor=act, type=mtype, text=f"many {n} {i % 3}")
-                                for i in range(5) for act in ("a", "b")])
+                store.put_many(
+                    [NewMemory(actor=act, type=mtype, text=f"many {n} {i % 3}") for i in range(5) for act in ("a", "b")]
+                )
             elif target is None:
                 continue
             elif op == "update":
@@ -73,8 +77,12 @@ def test_mirror_equals_sql_after_any_operations(tmp_path_factory, steps) -> None
 def test_cold_load_equals_write_through(tmp_path: Path) -> None:
     path = tmp_path / "c.duckdb"
     store = DuckDBStore(path)
-    store.put_many([NewMemory(actor="a", type=MemoryType.EVENT, text=f"e{i}", tags=("x", str(i)),
-                              metadata={"i": i}) for i in range(50)])
+    store.put_many(
+        [
+            NewMemory(actor="a", type=MemoryType.EVENT, text=f"e{i}", tags=("x", str(i)), metadata={"i": i})
+            for i in range(50)
+        ]
+    )
     warm = store.table("a").get_many(list(range(1, 60)))
     store.close()
     store = DuckDBStore(path)

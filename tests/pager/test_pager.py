@@ -150,10 +150,12 @@ def test_bad_actor_is_refused(store_path: Path) -> None:
 
 def test_remember_many_accepts_human_times_and_tags(hash_pager) -> None:  # type: ignore[no-untyped-def]
     p = hash_pager
-    uris = p.remember_many([
-        {"type": "event", "text": "Met Ana", "created_at": "1:56 pm on 8 May, 2023", "tags": ["ana"]},
-        {"type": "event", "text": "Met Bo", "created_at": "2023-05-09T10:00:00Z"},
-    ])
+    uris = p.remember_many(
+        [
+            {"type": "event", "text": "Met Ana", "created_at": "1:56 pm on 8 May, 2023", "tags": ["ana"]},
+            {"type": "event", "text": "Met Bo", "created_at": "2023-05-09T10:00:00Z"},
+        ]
+    )
     got = [p.get(u) for u in uris]
     assert got[0].created_at.isoformat() == "2023-05-08T13:56:00+00:00"
     assert got[0].tags == ("ana",)
@@ -194,9 +196,17 @@ def test_page_report_explains_cuts(hash_pager) -> None:  # type: ignore[no-untyp
 @pytest.mark.parametrize(
     ("field", "bad"),
     [
-        ("hnsw_m", 1), ("hnsw_m", 16.0), ("hnsw_ef_construction", 0), ("hnsw_ef", -3), ("hnsw_ef", True),
-        ("hnsw_max_deleted_share", 0.0), ("hnsw_max_deleted_share", 1.5), ("hnsw_max_deleted_share", "0.2"),
-        ("embed_max_attempts", 0), ("embed_backoff_seconds", 0), ("embed_backoff_seconds", float("nan")),
+        ("hnsw_m", 1),
+        ("hnsw_m", 16.0),
+        ("hnsw_ef_construction", 0),
+        ("hnsw_ef", -3),
+        ("hnsw_ef", True),
+        ("hnsw_max_deleted_share", 0.0),
+        ("hnsw_max_deleted_share", 1.5),
+        ("hnsw_max_deleted_share", "0.2"),
+        ("embed_max_attempts", 0),
+        ("embed_backoff_seconds", 0),
+        ("embed_backoff_seconds", float("nan")),
         ("embed_max_backoff_seconds", float("inf")),
     ],
 )
@@ -215,9 +225,21 @@ def test_a_backoff_cap_below_the_first_backoff_is_refused() -> None:
 def test_hnsw_and_retry_settings_reach_the_lane_and_the_workers(store_path: Path) -> None:
     default = PagerConfig()
     assert (default.hnsw_m, default.hnsw_ef_construction, default.hnsw_ef, default.hnsw_max_deleted_share) == (
-        16, 200, 128, 0.2)
-    cfg = PagerConfig(embedder="hash", hnsw_m=8, hnsw_ef_construction=40, hnsw_ef=77, hnsw_max_deleted_share=0.5,
-                      embed_max_attempts=2, embed_backoff_seconds=0.5, embed_max_backoff_seconds=4.0)
+        16,
+        200,
+        128,
+        0.2,
+    )
+    cfg = PagerConfig(
+        embedder="hash",
+        hnsw_m=8,
+        hnsw_ef_construction=40,
+        hnsw_ef=77,
+        hnsw_max_deleted_share=0.5,
+        embed_max_attempts=2,
+        embed_backoff_seconds=0.5,
+        embed_max_backoff_seconds=4.0,
+    )
     with mempager.open(store_path, actor="neo", config=cfg) as p:
         p.remember_many([{"type": "fact", "text": f"fact {i}"} for i in range(20)])
         assert p.sync(timeout=30)
@@ -234,8 +256,13 @@ def test_hnsw_and_retry_settings_reach_the_lane_and_the_workers(store_path: Path
 
 
 def test_float_settings_are_read_from_the_environment() -> None:
-    cfg = PagerConfig.from_env({"MEMPAGER_HNSW_EF": "200", "MEMPAGER_EMBED_MAX_BACKOFF_SECONDS": "2.5",
-                                "MEMPAGER_HNSW_MAX_DELETED_SHARE": "0.3"})
+    cfg = PagerConfig.from_env(
+        {
+            "MEMPAGER_HNSW_EF": "200",
+            "MEMPAGER_EMBED_MAX_BACKOFF_SECONDS": "2.5",
+            "MEMPAGER_HNSW_MAX_DELETED_SHARE": "0.3",
+        }
+    )
     assert (cfg.hnsw_ef, cfg.embed_max_backoff_seconds, cfg.hnsw_max_deleted_share) == (200, 2.5, 0.3)
     with pytest.raises(mempager.ConfigError, match="MEMPAGER_EMBED_BACKOFF_SECONDS must be a number, got 'soon'"):
         PagerConfig.from_env({"MEMPAGER_EMBED_BACKOFF_SECONDS": "soon"})

@@ -11,11 +11,18 @@ words = st.text(min_size=0, max_size=40)
 lists = st.lists(st.text(max_size=30), max_size=5).map(tuple)
 
 
-@given(name=st.text(min_size=1, max_size=40).filter(str.strip), trigger=words, pre=lists,
-       steps=lists, gotchas=lists, done=lists)
+@given(
+    name=st.text(min_size=1, max_size=40).filter(str.strip),
+    trigger=words,
+    pre=lists,
+    steps=lists,
+    gotchas=lists,
+    done=lists,
+)
 def test_spec_round_trips_through_text(name, trigger, pre, steps, gotchas, done) -> None:  # type: ignore[no-untyped-def]
-    spec = PatternSpec(name=name, trigger=trigger, preconditions=pre, steps=steps, gotchas=gotchas,
-                       success_criteria=done)
+    spec = PatternSpec(
+        name=name, trigger=trigger, preconditions=pre, steps=steps, gotchas=gotchas, success_criteria=done
+    )
     encoded = spec.encode()
     assert encoded.startswith(PREFIX)
     assert PatternSpec.decode(encoded) == spec

@@ -27,8 +27,18 @@ def test_sections_in_order_with_their_contents(store_path: Path) -> None:
         p.remember_user_fact("The user is Ana.")
         p.remember_fact("Paris is in France.")
         text = p.pinned("Fix the login bug")
-    order = ["## Identity", "I am Neo.", "## Inviolable rules", "- Never push to main.", "## Hard constraints",
-             "- Spend at most $5.", "## User profile", "- The user is Ana.", "## Active goal", "Fix the login bug"]
+    order = [
+        "## Identity",
+        "I am Neo.",
+        "## Inviolable rules",
+        "- Never push to main.",
+        "## Hard constraints",
+        "- Spend at most $5.",
+        "## User profile",
+        "- The user is Ana.",
+        "## Active goal",
+        "Fix the login bug",
+    ]
     positions = [text.index(s) for s in order]
     assert positions == sorted(positions)
     assert "Prefer tabs" not in text and "Paris" not in text
@@ -61,10 +71,27 @@ def test_profile_is_deduped_bounded_to_12_newest_first(store_path: Path) -> None
 
 def _profile(label: int, text: str, hours_ago: float, strength: float = 0.5, **extra: object) -> Memory:
     at = datetime(2026, 1, 1, tzinfo=timezone.utc) - timedelta(hours=hours_ago)
-    return Memory(label=label, id=f"{label:016x}", uri=f"mem://neo/profile/{label:016x}", actor="neo",
-                  scope=Scope.GLOBAL, type=MemoryType.PROFILE, text=text, source=Source.USER, confidence=0.9,
-                  importance=0.5, strength=strength, created_at=at, updated_at=at, last_accessed_at=at,
-                  access_count=0, tags=(), metadata={}, content_hash=str(label), **extra)  # type: ignore[arg-type]
+    return Memory(
+        label=label,
+        id=f"{label:016x}",
+        uri=f"mem://neo/profile/{label:016x}",
+        actor="neo",
+        scope=Scope.GLOBAL,
+        type=MemoryType.PROFILE,
+        text=text,
+        source=Source.USER,
+        confidence=0.9,
+        importance=0.5,
+        strength=strength,
+        created_at=at,
+        updated_at=at,
+        last_accessed_at=at,
+        access_count=0,
+        tags=(),
+        metadata={},
+        content_hash=str(label),
+        **extra,
+    )  # type: ignore[arg-type]
 
 
 def test_select_profile_dedups_statements_newest_then_strongest_first() -> None:
@@ -96,10 +123,11 @@ def test_budget_is_respected_with_a_visible_marker(store_path: Path) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(budget=st.integers(min_value=8, max_value=400),
-       rules=st.lists(st.text(min_size=1, max_size=120).filter(lambda s: s.strip() and "\x00" not in s),
-                      max_size=8),
-       goal=st.text(min_size=1, max_size=300).filter(lambda s: s.strip() and "\x00" not in s))
+@given(
+    budget=st.integers(min_value=8, max_value=400),
+    rules=st.lists(st.text(min_size=1, max_size=120).filter(lambda s: s.strip() and "\x00" not in s), max_size=8),
+    goal=st.text(min_size=1, max_size=300).filter(lambda s: s.strip() and "\x00" not in s),
+)
 def test_pinned_never_exceeds_budget(tmp_path_factory, budget: int, rules: list[str], goal: str) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path_factory.mktemp("pin") / "p.duckdb"
     try:

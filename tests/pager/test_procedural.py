@@ -51,11 +51,17 @@ def test_decay_is_applied_at_read_and_not_stored(p) -> None:  # type: ignore[no-
 @pytest.mark.parametrize(
     ("maturity", "confidence", "apps", "expected"),
     [
-        ("nascent", 0.49, 3, "nascent"), ("nascent", 0.5, 2, "nascent"), ("nascent", 0.5, 3, "established"),
+        ("nascent", 0.49, 3, "nascent"),
+        ("nascent", 0.5, 2, "nascent"),
+        ("nascent", 0.5, 3, "established"),
         ("nascent", 0.95, 20, "established"),  # one level at a time
-        ("established", 0.8, 10, "established"), ("established", 0.81, 9, "established"),
-        ("established", 0.81, 10, "proven"), ("proven", 0.5, 1, "proven"), ("proven", 0.49, 50, "established"),
-        ("established", 0.3, 0, "established"), ("established", 0.29, 50, "nascent"),
+        ("established", 0.8, 10, "established"),
+        ("established", 0.81, 9, "established"),
+        ("established", 0.81, 10, "proven"),
+        ("proven", 0.5, 1, "proven"),
+        ("proven", 0.49, 50, "established"),
+        ("established", 0.3, 0, "established"),
+        ("established", 0.29, 50, "nascent"),
     ],
 )
 def test_maturity_thresholds(maturity: str, confidence: float, apps: int, expected: str) -> None:
@@ -216,8 +222,9 @@ def test_encoding_gate_modes(store_path: Path, mode: str) -> None:
         assert user.startswith("mem://")  # the user is always trusted
         sure = p.remember_fact("Billing runs on Postgres 16.", source="llm", confidence=0.9)
         unsure = p.remember_fact("Maybe the user dislikes tabs?", source="llm", confidence=0.3)
-        batch = p.remember_many([{"type": "fact", "text": "Consolidated fact", "source": "consolidation",
-                                  "confidence": 0.2}])
+        batch = p.remember_many(
+            [{"type": "fact", "text": "Consolidated fact", "source": "consolidation", "confidence": 0.2}]
+        )
         texts = {m.text for m in p.recall(limit=100)}
         if mode == "autopilot":
             assert sure.startswith("mem://") and unsure.startswith("mem://") and batch[0].startswith("mem://")
@@ -316,9 +323,10 @@ def test_lifecycle_stage_is_reported(p) -> None:  # type: ignore[no-untyped-def]
         p.page("deploy the billing service", "how", turn=f"b{i}")
         p.feedback(f"b{i}", "failure")
     p.decide(p.review()[0].id, accept=True)
-    assert stages() == {"bad": "inverted",
-                        "AVOID: bad — this pattern has caused repeated issues (7 failures vs 3 successes)":
-                        "anti-pattern"}
+    assert stages() == {
+        "bad": "inverted",
+        "AVOID: bad — this pattern has caused repeated issues (7 failures vs 3 successes)": "anti-pattern",
+    }
     p.reinforce_pattern(spec("new"))
     for _ in range(3):
         p.reinforce_pattern(spec("used"))
@@ -331,22 +339,44 @@ def test_lifecycle_stage_is_reported(p) -> None:  # type: ignore[no-untyped-def]
     assert stages()["stale"] == "reinforced"  # 0.6 decayed to 0.3 is not below 0.3 ...
     p.clock = lambda: T0 + timedelta(hours=1)
     assert stages()["stale"] == "decayed"  # ... an hour later it is
-    assert p.stats()["patterns_by_stage"] == {"candidate": 1, "reinforced": 1, "proven": 1, "decayed": 1,
-                                              "inverted": 1, "anti-pattern": 1}
+    assert p.stats()["patterns_by_stage"] == {
+        "candidate": 1,
+        "reinforced": 1,
+        "proven": 1,
+        "decayed": 1,
+        "inverted": 1,
+        "anti-pattern": 1,
+    }
 
 
 def test_accepting_a_queued_memory_keeps_every_field_and_happens_once(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash", memory_mode="copilot")
     with mempager.open(store_path, actor="neo", config=cfg) as p:
-        held = p.remember("event", "Flew to Lisbon", source="llm", confidence=0.3, importance=0.9, strength=0.7,
-                          created_at="2023-05-08T13:56:00", tags=["trip"], metadata={"seat": "12A"})
+        held = p.remember(
+            "event",
+            "Flew to Lisbon",
+            source="llm",
+            confidence=0.3,
+            importance=0.9,
+            strength=0.7,
+            created_at="2023-05-08T13:56:00",
+            tags=["trip"],
+            metadata={"seat": "12A"},
+        )
         (item,) = p.review()
         assert held.endswith(item.id)
         uri = p.decide(item.id, accept=True)
         assert uri is not None
         m = p.get(uri)
         assert (m.text, m.source.value, m.confidence, m.importance, m.strength, m.tags, m.metadata) == (
-            "Flew to Lisbon", "llm", 0.3, 0.9, 0.7, ("trip",), {"seat": "12A"})
+            "Flew to Lisbon",
+            "llm",
+            0.3,
+            0.9,
+            0.7,
+            ("trip",),
+            {"seat": "12A"},
+        )
         assert m.created_at == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
         with pytest.raises(InvalidInput, match="already accepted"):
             p.decide(item.id, accept=True)
@@ -370,6 +400,7 @@ def test_forgetting_a_pattern_withdraws_its_inversion_proposal(p) -> None:  # ty
 
 def test_forgetting_a_pattern_forgets_its_inversion(p) -> None:  # type: ignore[no-untyped-def]
     """The anti-pattern copies the pattern's label, trigger and steps: it goes with it (not vice versa)."""
+
     def invert(name: str, trigger: str) -> tuple[str, str]:
         for _ in range(3):
             uri = p.reinforce_pattern(spec(name, trigger=trigger))

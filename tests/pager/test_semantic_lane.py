@@ -28,12 +28,21 @@ def index_dir(store_path: Path, actor: str, model: str) -> Path:
 def test_churn_then_reopen_every_live_item_finds_itself(store_path: Path) -> None:
     rng = random.Random(4)
     with mempager.open(store_path, actor="neo", config=HASH) as p:
-        uris = p.remember_many([{"type": "fact", "text": f"item {i} " + " ".join(
-            rng.choice(["alpha", "beta", "gamma", "delta", "omega", "sigma"]) for _ in range(6))} for i in range(4000)])
+        uris = p.remember_many(
+            [
+                {
+                    "type": "fact",
+                    "text": f"item {i} "
+                    + " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "omega", "sigma"]) for _ in range(6)),
+                }
+                for i in range(4000)
+            ]
+        )
         with mempager.open(store_path, actor="other", config=HASH) as o:
             # the same words as neo's items: close neighbours, were the indexes ever shared
-            other_uris = o.remember_many([{"type": "fact", "text": f"item {i} alpha beta gamma delta omega sigma"}
-                                          for i in range(300)])
+            other_uris = o.remember_many(
+                [{"type": "fact", "text": f"item {i} alpha beta gamma delta omega sigma"} for i in range(300)]
+            )
             other_labels = {o.get(u).label for u in other_uris}
             o.sync(timeout=120)
         assert p.sync(timeout=120)
@@ -162,8 +171,10 @@ def test_damaged_index_is_detected_and_rebuilt(store_path: Path, damage: str) ->
         for f in index_dir(other, "neo", model).iterdir():
             (folder / f.name).write_bytes(f.read_bytes())
     # open in a child first: a damaged file must never crash the process
-    code = (f"import mempager; p = mempager.open({str(store_path)!r}, actor='neo', "
-            "config=mempager.PagerConfig(embedder='hash')); print(p.semantic.opened_how); p.close()")
+    code = (
+        f"import mempager; p = mempager.open({str(store_path)!r}, actor='neo', "
+        "config=mempager.PagerConfig(embedder='hash')); print(p.semantic.opened_how); p.close()"
+    )
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert child.returncode == 0, child.stderr[-2000:]
     assert child.stdout.startswith("rebuilt"), child.stdout
@@ -215,8 +226,9 @@ def test_migration_hash_to_local_killed_and_resumed(store_path: Path, turn_texts
         assert p.sync(timeout=120)
         hash_model = p.semantic.model
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    child = subprocess.Popen([sys.executable, "-c", MIGRATE, str(store_path)], stdout=subprocess.PIPE, text=True,
-                             env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-c", MIGRATE, str(store_path)], stdout=subprocess.PIPE, text=True, env=env
+    )
     assert child.stdout is not None
     for line in child.stdout:
         if line.startswith("progress") and int(line.split()[1]) >= 300:

@@ -34,11 +34,18 @@ def test_migrations_recorded_and_newer_schema_refused(tmp_path: Path) -> None:
 def test_second_process_gets_store_locked(tmp_path: Path) -> None:
     path = tmp_path / "locked.duckdb"
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys, time
             from mempager.store.duckdb import DuckDBStore
             s = DuckDBStore({str(path)!r}); print("ready", flush=True); time.sleep(60)
-        """)], stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         with pytest.raises(StoreLocked) as info:

@@ -7,8 +7,14 @@ from hypothesis import strategies as st
 
 from mempager.tokens import TRUNCATION_MARKER, estimate_tokens, is_high_entropy, truncate_tokens
 
-HIGH = ["0xdeadbeefcafebabe", "a3f9c2e1b7d4e5f6a7b8", "src/app/main.py", "v1.2.3-rc4",
-        "550e8400-e29b-41d4-a716-446655440000", "https://example.com/x?y=1"]
+HIGH = [
+    "0xdeadbeefcafebabe",
+    "a3f9c2e1b7d4e5f6a7b8",
+    "src/app/main.py",
+    "v1.2.3-rc4",
+    "550e8400-e29b-41d4-a716-446655440000",
+    "https://example.com/x?y=1",
+]
 
 
 def test_estimate_is_bytes_over_four_rounded_up() -> None:

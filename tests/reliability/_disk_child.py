@@ -40,12 +40,24 @@ def attempt(phase: str, what: str, call: Callable[[], Any]) -> tuple[bool, Any]:
     try:
         return True, call()
     except mempager.PagerError as exc:
-        emit("refused", phase=phase, what=what, error=type(exc).__name__,
-             classes=[c.__name__ for c in type(exc).__mro__], message=str(exc)[:400])
+        emit(
+            "refused",
+            phase=phase,
+            what=what,
+            error=type(exc).__name__,
+            classes=[c.__name__ for c in type(exc).__mro__],
+            message=str(exc)[:400],
+        )
         return False, exc
     except BaseException as exc:  # noqa: BLE001 - a raw error is exactly what the parent looks for
-        emit("raw", phase=phase, what=what, error=f"{type(exc).__module__}.{type(exc).__name__}",
-             message=str(exc)[:400], traceback=traceback.format_exc()[-3000:])
+        emit(
+            "raw",
+            phase=phase,
+            what=what,
+            error=f"{type(exc).__module__}.{type(exc).__name__}",
+            message=str(exc)[:400],
+            traceback=traceback.format_exc()[-3000:],
+        )
         return False, exc
 
 

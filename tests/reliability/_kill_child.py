@@ -19,8 +19,23 @@ import mempager
 from mempager import PagerConfig, PatternSpec
 
 ACTORS = ("neo", "trinity")
-WORDS = ("deploy", "vault", "invoice", "rounding", "flaky", "branch", "release", "billing", "ledger",
-         "cache", "quota", "fixture", "rollback", "canary", "schema")
+WORDS = (
+    "deploy",
+    "vault",
+    "invoice",
+    "rounding",
+    "flaky",
+    "branch",
+    "release",
+    "billing",
+    "ledger",
+    "cache",
+    "quota",
+    "fixture",
+    "rollback",
+    "canary",
+    "schema",
+)
 PATTERNS = ("cut a release", "rotate a key", "fix a flaky test")
 
 
@@ -61,8 +76,7 @@ class Workload:
         actor = self.rng.choice(ACTORS)
         p = self.pagers[actor]
         op = self.rng.choices(
-            ["remember", "rewrite", "batch", "pattern", "forget", "forget_batch", "sync", "save", "reopen",
-             "read"],
+            ["remember", "rewrite", "batch", "pattern", "forget", "forget_batch", "sync", "save", "reopen", "read"],
             weights=[30, 6, 12, 8, 12, 3, 6, 4, 2, 10],
         )[0]
         if op == "remember":

@@ -33,8 +33,13 @@ HASH = PagerConfig(embedder="hash")
 def child_env(**extra: str) -> dict[str, str]:
     """Environment for a child process: offline, no local model, no bytecode in the working tree."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMPAGER_")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MEMPAGER_LOCAL_MODEL="off",
-               PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(REPO))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        MEMPAGER_LOCAL_MODEL="off",
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONPATH=str(REPO),
+    )
     env.update(extra)
     return env
 

@@ -116,8 +116,13 @@ class Child:
         self.lines: list[dict[str, Any]] = []
         self.waiting = threading.Event()
         self._err = open(stderr, "wb")  # noqa: SIM115 - closed in wait()
-        self.proc = subprocess.Popen([python(), str(CHILD), str(store), "7", str(limit), mode], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self._err, env=child_env())
+        self.proc = subprocess.Popen(
+            [python(), str(CHILD), str(store), "7", str(limit), mode],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            env=child_env(),
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -187,11 +192,16 @@ def test_disk_full(tmp_path: Path, mode: str) -> None:
             verify(store, acks)  # durability first: it is checked even when an error below was untyped
             facts["acknowledged_writes_verified"] = sum(len(x["uris"]) for x in acks)
             assert not raw, f"untyped errors ({fs.method}):\n" + "\n".join(
-                f"{x['phase']} {x['what']}:\n{x['traceback']}" for x in raw)
+                f"{x['phase']} {x['what']}:\n{x['traceback']}" for x in raw
+            )
             assert "Exception in thread" not in stderr, f"a background thread died:\n{stderr[-3000:]}"
     finally:
         fs.cleanup()
-        facts["outcomes"] = dict(Counter(
-            f"{x['phase']} {x.get('what', 'write')}: {x.get('error', x['kind'])}" for x in lines
-            if x["kind"] in ("ack", "refused", "raw")))
+        facts["outcomes"] = dict(
+            Counter(
+                f"{x['phase']} {x.get('what', 'write')}: {x.get('error', x['kind'])}"
+                for x in lines
+                if x["kind"] in ("ack", "refused", "raw")
+            )
+        )
         record("disk_full", seconds=clock.get("seconds"), **facts)

@@ -40,17 +40,41 @@ HNSW_VECTOR_EXAMPLES = 120
 HNSW_LABEL_EXAMPLES = 60
 HNSW_QUERY_EXAMPLES = 60
 NAME_EXAMPLES = 200
-CONFIGURED = {"text": TEXT_EXAMPLES, "metadata": METADATA_EXAMPLES, "filters": FILTER_EXAMPLES,
-              "store vectors": STORE_VECTOR_EXAMPLES, "store labels": STORE_LABEL_EXAMPLES,
-              "hnsw vectors": HNSW_VECTOR_EXAMPLES, "hnsw labels": HNSW_LABEL_EXAMPLES,
-              "hnsw search": HNSW_QUERY_EXAMPLES, "uris and actors": NAME_EXAMPLES}
+CONFIGURED = {
+    "text": TEXT_EXAMPLES,
+    "metadata": METADATA_EXAMPLES,
+    "filters": FILTER_EXAMPLES,
+    "store vectors": STORE_VECTOR_EXAMPLES,
+    "store labels": STORE_LABEL_EXAMPLES,
+    "hnsw vectors": HNSW_VECTOR_EXAMPLES,
+    "hnsw labels": HNSW_LABEL_EXAMPLES,
+    "hnsw search": HNSW_QUERY_EXAMPLES,
+    "uris and actors": NAME_EXAMPLES,
+}
 MAX_TEXT_BYTES = 1_000_000  # PagerConfig's default, which the fuzzed pager keeps
 
-SQL = ("'; DROP TABLE memories; --", "\" OR 1=1 --", "') UNION SELECT * FROM vectors --", "%", "_", "\\",
-       "$1", "?", "/* */", ";", "NULL", "'", "\"", "`", "[]", "{}", "$$", "E'\\x00'")
+SQL = (
+    "'; DROP TABLE memories; --",
+    '" OR 1=1 --',
+    "') UNION SELECT * FROM vectors --",
+    "%",
+    "_",
+    "\\",
+    "$1",
+    "?",
+    "/* */",
+    ";",
+    "NULL",
+    "'",
+    '"',
+    "`",
+    "[]",
+    "{}",
+    "$$",
+    "E'\\x00'",
+)
 SPECIALS = ("\x00", "\u202e", "\u202d", "\u2066", "\u2069", "\u200b", "\u200f", "\ufeff", "\u0301", "\r", "\t")
-chars = (st.characters() | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
-         | st.sampled_from(SPECIALS))
+chars = st.characters() | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF) | st.sampled_from(SPECIALS)
 hostile_text = st.text(chars, max_size=60) | st.sampled_from(SQL) | st.sampled_from(("", " ", "\n\t ", "\x00"))
 
 
@@ -60,8 +84,11 @@ def _sized(unit: str, target: int) -> str:
     return unit * max(1, math.ceil(target / size))
 
 
-huge_text = st.builds(_sized, st.sampled_from(("a", "word ", "é", "💥", "\u202e", "x\x00", "\ud800", " ")),
-                      st.sampled_from((MAX_TEXT_BYTES - 4, MAX_TEXT_BYTES, MAX_TEXT_BYTES + 1, 2 * MAX_TEXT_BYTES)))
+huge_text = st.builds(
+    _sized,
+    st.sampled_from(("a", "word ", "é", "💥", "\u202e", "x\x00", "\ud800", " ")),
+    st.sampled_from((MAX_TEXT_BYTES - 4, MAX_TEXT_BYTES, MAX_TEXT_BYTES + 1, 2 * MAX_TEXT_BYTES)),
+)
 texts = st.one_of(hostile_text, hostile_text, hostile_text, hostile_text, huge_text)
 
 
@@ -121,7 +148,9 @@ def make_world(path: Path) -> Iterator[World]:
     for i in range(10):
         meta = {"i": i, "note": "baseline"}
         baseline[p.remember_fact(f"baseline fact {i} about the deploy key", metadata=meta)] = (
-            f"baseline fact {i} about the deploy key", meta)
+            f"baseline fact {i} about the deploy key",
+            meta,
+        )
     assert p.sync(timeout=30)
     w = World(path, p, baseline, meta=mempager.open(path, actor="meta", config=HASH))
     w.baseline_vectors = p.store.vectors("neo", p.semantic.model)
@@ -134,14 +163,27 @@ def make_world(path: Path) -> Iterator[World]:
         p.close()
         if w.meta is not None:
             w.meta.close()
-        record("fuzz", examples=sum(w.examples.values()), per_test=dict(w.examples), outcomes=dict(w.outcomes),
-               configured=CONFIGURED)
+        record(
+            "fuzz",
+            examples=sum(w.examples.values()),
+            per_test=dict(w.examples),
+            outcomes=dict(w.outcomes),
+            configured=CONFIGURED,
+        )
 
 
 def fuzz(n: int) -> Any:
-    return settings(max_examples=n, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                           HealthCheck.data_too_large, HealthCheck.large_base_example])
+    return settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.large_base_example,
+        ],
+    )
 
 
 # -- text --------------------------------------------------------------------------------------------
@@ -180,23 +222,38 @@ def _nest(depth: int) -> dict[str, Any]:
 
 
 keys = st.text(chars, max_size=12) | st.sampled_from(SQL)
-leaves = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(chars, max_size=20)
-          | st.sampled_from(SQL))
-json_like = st.recursive(leaves, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
-                         max_leaves=20)
-odd_metadata = st.sampled_from([
-    {"a": {1, 2}}, {"a": b"bytes"}, {(1, 2): "tuple key"}, {"a": object()}, {"a": 10**400}, {1: "int key"},
-    {None: "none key"}, {"a": datetime(2024, 1, 1, tzinfo=timezone.utc)}, {"a": Decimal("1.1")},
-    {"a": float("nan"), "b": float("inf")}, {"\ud800": "\udfff"}, {"a": "\x00"}, [1, 2], "a string", None, 42,
-])
+leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.text(chars, max_size=20) | st.sampled_from(SQL)
+json_like = st.recursive(
+    leaves, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3), max_leaves=20
+)
+odd_metadata = st.sampled_from(
+    [
+        {"a": {1, 2}},
+        {"a": b"bytes"},
+        {(1, 2): "tuple key"},
+        {"a": object()},
+        {"a": 10**400},
+        {1: "int key"},
+        {None: "none key"},
+        {"a": datetime(2024, 1, 1, tzinfo=timezone.utc)},
+        {"a": Decimal("1.1")},
+        {"a": float("nan"), "b": float("inf")},
+        {"\ud800": "\udfff"},
+        {"a": "\x00"},
+        [1, 2],
+        "a string",
+        None,
+        42,
+    ]
+)
 # Hypothesis itself overflows the stack pretty-printing an example nested ~900 deep, so deep
 # nesting beyond 200 is covered by test_deeply_nested_metadata below rather than generated here.
-metadata = (st.dictionaries(keys, json_like, max_size=4) | st.integers(1, 200).map(_nest) | odd_metadata)
+metadata = st.dictionaries(keys, json_like, max_size=4) | st.integers(1, 200).map(_nest) | odd_metadata
 tags = st.lists(st.text(chars, max_size=12) | st.sampled_from(SQL) | st.just("x" * 201), max_size=4)
 
 
 @fuzz(METADATA_EXAMPLES)
-@example(meta={"'; DROP TABLE memories; --": "\" OR 1=1 --"}, tag_list=["'; --", "%"])
+@example(meta={"'; DROP TABLE memories; --": '" OR 1=1 --'}, tag_list=["'; --", "%"])
 @example(meta={"a": {1, 2}}, tag_list=[])
 @example(meta={"ok": 1}, tag_list=["\ud800"])
 @given(meta=metadata, tag_list=tags | st.just([]))
@@ -238,16 +295,19 @@ def at_depth(frames: int, call: Callable[[], Any]) -> Any:
 
 
 # -- recall / forget filters -----------------------------------------------------------------------------
-filters = st.fixed_dictionaries({}, optional={
-    "query": hostile_text,
-    "types": st.lists(st.sampled_from(["fact", "event", "FACT", "nope", "'; --", ""]) | hostile_text, max_size=2),
-    "tags": st.lists(hostile_text, max_size=2),
-    "source": st.lists(st.sampled_from(["user", "observed", "llm", "nope", "' OR 1=1"]), max_size=2),
-    "since": st.sampled_from(["7d", "2024-01-01", "'; --", "yesterday", 1e20, -1, None]),
-    "until": st.sampled_from(["2999-01-01", "not a time", 0]),
-    "limit": st.sampled_from([1, 20, 0, -1, 10**12, 1.5, "5"]),
-    "offset": st.sampled_from([0, 3, -1, 10**12]),
-})
+filters = st.fixed_dictionaries(
+    {},
+    optional={
+        "query": hostile_text,
+        "types": st.lists(st.sampled_from(["fact", "event", "FACT", "nope", "'; --", ""]) | hostile_text, max_size=2),
+        "tags": st.lists(hostile_text, max_size=2),
+        "source": st.lists(st.sampled_from(["user", "observed", "llm", "nope", "' OR 1=1"]), max_size=2),
+        "since": st.sampled_from(["7d", "2024-01-01", "'; --", "yesterday", 1e20, -1, None]),
+        "until": st.sampled_from(["2999-01-01", "not a time", 0]),
+        "limit": st.sampled_from([1, 20, 0, -1, 10**12, 1.5, "5"]),
+        "offset": st.sampled_from([0, 3, -1, 10**12]),
+    },
+)
 
 
 @fuzz(FILTER_EXAMPLES)
@@ -276,8 +336,21 @@ def test_recall_and_forget_filters(world: World, where: dict[str, Any], stray: s
 
 # -- vectors into the store ---------------------------------------------------------------------------------
 # "words" and "objects" are arrays numpy cannot read as numbers (str/object arrays of numbers it can).
-DTYPES = (np.float32, np.float32, np.float32, np.float32, np.float64, np.float16, np.int32, np.bool_,
-          np.complex64, np.object_, np.str_, "words", "objects")
+DTYPES = (
+    np.float32,
+    np.float32,
+    np.float32,
+    np.float32,
+    np.float64,
+    np.float16,
+    np.int32,
+    np.bool_,
+    np.complex64,
+    np.object_,
+    np.str_,
+    "words",
+    "objects",
+)
 VALUES = ("normal", "zeros", "nan", "inf", "-inf", "huge", "tiny")
 
 
@@ -307,8 +380,15 @@ shapes = st.sampled_from(["ok", "ok", "ok", "ok", "1d", "3d", "extra row", "miss
 
 
 def shaped(kind: str, n: int, dim: int) -> tuple[int, ...]:
-    return {"ok": (n, dim), "1d": (dim,), "3d": (n, dim, 1), "extra row": (n + 1, dim),
-            "missing row": (max(0, n - 1), dim), "wrong dim": (n, dim + 1), "zero dim": (n, 0)}[kind]
+    return {
+        "ok": (n, dim),
+        "1d": (dim,),
+        "3d": (n, dim, 1),
+        "extra row": (n + 1, dim),
+        "missing row": (max(0, n - 1), dim),
+        "wrong dim": (n, dim + 1),
+        "zero dim": (n, 0),
+    }[kind]
 
 
 @fuzz(STORE_VECTOR_EXAMPLES)
@@ -316,8 +396,14 @@ def shaped(kind: str, n: int, dim: int) -> tuple[int, ...]:
 @example(dtype=np.float64, kind="ok", values="normal", n=2, seed=1, model="fuzz-a")
 @example(dtype="words", kind="ok", values="normal", n=2, seed=1, model="fuzz-a")
 @example(dtype=np.float32, kind="wrong dim", values="normal", n=2, seed=1, model="fuzz-a")
-@given(dtype=st.sampled_from(DTYPES), kind=shapes, values=st.sampled_from(VALUES), n=st.integers(0, 4),
-       seed=st.integers(0, 2**32 - 1), model=st.sampled_from(["fuzz-a", "fuzz-b"]) | hostile_text)
+@given(
+    dtype=st.sampled_from(DTYPES),
+    kind=shapes,
+    values=st.sampled_from(VALUES),
+    n=st.integers(0, 4),
+    seed=st.integers(0, 2**32 - 1),
+    model=st.sampled_from(["fuzz-a", "fuzz-b"]) | hostile_text,
+)
 def test_store_put_vectors(world: World, dtype: Any, kind: str, values: str, n: int, seed: int, model: str) -> None:
     store, p = world.p.store, world.p
     world.examples["store vectors"] += 1
@@ -329,7 +415,8 @@ def test_store_put_vectors(world: World, dtype: Any, kind: str, values: str, n: 
     world.outcome("store vectors", accepted, result)
     if accepted:
         assert vectors.dtype == np.float32 and vectors.ndim == 2 and len(vectors) == len(labels), (
-            f"accepted {vectors.dtype} {vectors.shape} for {len(labels)} labels")
+            f"accepted {vectors.dtype} {vectors.shape} for {len(labels)} labels"
+        )
         assert np.isfinite(vectors).all(), "accepted a non-finite vector"
         if len(labels):
             got_labels, got = store.vectors("neo", model)
@@ -355,8 +442,12 @@ def test_store_put_vectors_labels(world: World, labels: list[Any], hashes: str) 
     store = world.p.store
     world.examples["store labels"] += 1
     vectors = np.ones((len(labels), 16), dtype=np.float32)
-    content = {"right count": ["x" * 64] * len(labels), "none": [None] * len(labels),
-               "ints": list(range(len(labels))), "short": ["x"]}[hashes]
+    content = {
+        "right count": ["x" * 64] * len(labels),
+        "none": [None] * len(labels),
+        "ints": list(range(len(labels))),
+        "short": ["x"],
+    }[hashes]
     accepted, result = typed(lambda: store.put_vectors("fuzz-labels", labels, vectors, content))  # type: ignore[arg-type]
     world.outcome("store labels", accepted, result)
     world.intact()
@@ -383,10 +474,16 @@ def hnsw_intact(index: HnswIndex, base: np.ndarray) -> None:
 @example(dtype="words", kind="ok", values="normal", n=2, seed=1)
 @example(dtype="objects", kind="ok", values="normal", n=2, seed=1)
 @example(dtype=np.float64, kind="ok", values="huge", n=2, seed=1)
-@given(dtype=st.sampled_from(DTYPES), kind=shapes, values=st.sampled_from(VALUES), n=st.integers(0, 4),
-       seed=st.integers(0, 2**32 - 1))
-def test_hnsw_add_vectors(world: World, hnsw: tuple[HnswIndex, np.ndarray], dtype: Any, kind: str, values: str,
-                          n: int, seed: int) -> None:
+@given(
+    dtype=st.sampled_from(DTYPES),
+    kind=shapes,
+    values=st.sampled_from(VALUES),
+    n=st.integers(0, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_hnsw_add_vectors(
+    world: World, hnsw: tuple[HnswIndex, np.ndarray], dtype: Any, kind: str, values: str, n: int, seed: int
+) -> None:
     index, base = hnsw
     world.examples["hnsw vectors"] += 1
     labels = np.arange(1000 + 10 * (seed % 100), 1000 + 10 * (seed % 100) + n, dtype=np.int64)
@@ -419,10 +516,16 @@ def test_hnsw_add_labels(world: World, labels: list[Any]) -> None:
 
 @fuzz(HNSW_QUERY_EXAMPLES)
 @example(dtype="words", kind="ok", values="normal", seed=1, k=5)
-@given(dtype=st.sampled_from(DTYPES), kind=st.sampled_from(["ok", "1d", "wrong dim", "zero dim", "3d"]),
-       values=st.sampled_from(VALUES), seed=st.integers(0, 2**32 - 1), k=st.sampled_from([1, 5, 0, -1, 10**9]))
-def test_hnsw_search(world: World, hnsw: tuple[HnswIndex, np.ndarray], dtype: Any, kind: str, values: str,
-                     seed: int, k: int) -> None:
+@given(
+    dtype=st.sampled_from(DTYPES),
+    kind=st.sampled_from(["ok", "1d", "wrong dim", "zero dim", "3d"]),
+    values=st.sampled_from(VALUES),
+    seed=st.integers(0, 2**32 - 1),
+    k=st.sampled_from([1, 5, 0, -1, 10**9]),
+)
+def test_hnsw_search(
+    world: World, hnsw: tuple[HnswIndex, np.ndarray], dtype: Any, kind: str, values: str, seed: int, k: int
+) -> None:
     index, base = hnsw
     world.examples["hnsw search"] += 1
     query = make_vectors(dtype, shaped(kind, 1, 16), values, seed)
@@ -434,14 +537,45 @@ def test_hnsw_search(world: World, hnsw: tuple[HnswIndex, np.ndarray], dtype: An
 
 
 # -- uris and actors ------------------------------------------------------------------------------------
-NASTY = ("../x", "/abs", "a\x00b", "x" * 10_240, "", " ", ".", "..", "a/b", "a\\b", "~", "-a", ".hidden", "a..b",
-         "a" * 128, "a" * 129, "neo\n", " neo", "neo ", "ä", "a:b", "a@b.c", "NEO", "\ud800", "mem://neo",
-         "mem://neo/fact/0123456789abcdef", "mem://../fact/0123456789abcdef", "mem://neo/fact/../../etc/passwd",
-         "mem://neo/FACT/0123456789abcdef", "mem://neo/nope/0123456789abcdef", "mem://neo/fact/" + "a" * 10_240,
-         "mem://neo/fact/0123456789abcdef\x00", "mem://bob/fact/0123456789abcdef", "mem:///fact/0123456789abcdef",
-         "file:///etc/passwd", "mem://neo/fact/0123456789ABCDEF")
-names = st.sampled_from(NASTY) | st.text(chars, max_size=40) | st.text(st.sampled_from("ab./:@+-_\\\x00~"),
-                                                                        max_size=12)
+NASTY = (
+    "../x",
+    "/abs",
+    "a\x00b",
+    "x" * 10_240,
+    "",
+    " ",
+    ".",
+    "..",
+    "a/b",
+    "a\\b",
+    "~",
+    "-a",
+    ".hidden",
+    "a..b",
+    "a" * 128,
+    "a" * 129,
+    "neo\n",
+    " neo",
+    "neo ",
+    "ä",
+    "a:b",
+    "a@b.c",
+    "NEO",
+    "\ud800",
+    "mem://neo",
+    "mem://neo/fact/0123456789abcdef",
+    "mem://../fact/0123456789abcdef",
+    "mem://neo/fact/../../etc/passwd",
+    "mem://neo/FACT/0123456789abcdef",
+    "mem://neo/nope/0123456789abcdef",
+    "mem://neo/fact/" + "a" * 10_240,
+    "mem://neo/fact/0123456789abcdef\x00",
+    "mem://bob/fact/0123456789abcdef",
+    "mem:///fact/0123456789abcdef",
+    "file:///etc/passwd",
+    "mem://neo/fact/0123456789ABCDEF",
+)
+names = st.sampled_from(NASTY) | st.text(chars, max_size=40) | st.text(st.sampled_from("ab./:@+-_\\\x00~"), max_size=12)
 
 
 @fuzz(NAME_EXAMPLES)
@@ -454,8 +588,12 @@ names = st.sampled_from(NASTY) | st.text(chars, max_size=40) | st.text(st.sample
 def test_uris_and_actors(world: World, name: str) -> None:
     p = world.p
     world.examples["uris and actors"] += 1
-    for call in (lambda: p.get(name), lambda: p.forget(name), lambda: p.forget(name, hard=False),
-                 lambda: p.forget(actor=name, where={"tags": ["no-memory-has-this-tag"]})):
+    for call in (
+        lambda: p.get(name),
+        lambda: p.forget(name),
+        lambda: p.forget(name, hard=False),
+        lambda: p.forget(actor=name, where={"tags": ["no-memory-has-this-tag"]}),
+    ):
         accepted, result = typed(call)
         world.outcome("uri", accepted, result)
         assert not accepted or isinstance(result, int) and result == 0, f"{name!r} reached a memory: {result!r}"

@@ -27,8 +27,16 @@ READS = 10_000  # retrieve + recall calls; the issue's minimum per CI run
 ACTORS = ("alice", "bob", "a:b", "a_b", "ghost")
 WRITERS = ACTORS[:4]  # "ghost" stays empty
 MARK = {a: f"marker{i}q" for i, a in enumerate(ACTORS)}
-POOL = ("the deploy key is in vault", "invoice rounding is flaky", "release on friday", "ana leads billing",
-        "cache the ledger", "rotate the canary", "quota is twenty dollars", "schema v3 migration")
+POOL = (
+    "the deploy key is in vault",
+    "invoice rounding is flaky",
+    "release on friday",
+    "ana leads billing",
+    "cache the ledger",
+    "rotate the canary",
+    "quota is twenty dollars",
+    "schema v3 migration",
+)
 SEED = int(os.environ.get("MEMPAGER_RELIABILITY_SEED", random.SystemRandom().randrange(2**31)))
 
 
@@ -76,8 +84,10 @@ class Actors:
         if roll < 0.6:
             uris = [p.remember(self.rng.choice(["fact", "event", "preference"]), self.text(actor))]
         elif roll < 0.85:
-            items = [{"type": "event", "text": self.text(actor), "tags": [f"t{self.rng.randint(0, 3)}"]}
-                     for _ in range(self.rng.randint(1, 20))]
+            items = [
+                {"type": "event", "text": self.text(actor), "tags": [f"t{self.rng.randint(0, 3)}"]}
+                for _ in range(self.rng.randint(1, 20))
+            ]
             uris = p.remember_many(items)
         else:
             uris = [p.reinforce_pattern(PatternSpec(name=self.rng.choice(POOL), steps=["one", "two"]))]
@@ -124,8 +134,10 @@ class Actors:
             self.check(actor, [s.uri for s in got], [s.text for s in got], f"retrieve(k={k})")
             self.reads["retrieve"] += 1
         else:
-            kwargs: dict[str, object] = {"limit": self.rng.choice([1, 20, size + 1, 1_000_000]),
-                                         "offset": self.rng.choice([0, 0, 3])}
+            kwargs: dict[str, object] = {
+                "limit": self.rng.choice([1, 20, size + 1, 1_000_000]),
+                "offset": self.rng.choice([0, 0, 3]),
+            }
             if self.rng.random() < 0.3:
                 kwargs["types"] = [self.rng.choice(["fact", "event", "preference", "pattern"])]
             if self.rng.random() < 0.2:
@@ -162,8 +174,9 @@ def test_no_actor_ever_sees_another(fast_tmp: Path) -> None:
                     world.write(actor)
             while world.reads["retrieve"] + world.reads["recall"] < READS:
                 actor = rng.choice(ACTORS)
-                op = rng.choices(["read", "write", "forget", "probe", "page", "reopen"],
-                                 weights=[85, 8, 3, 2, 1.5, 0.05])[0]
+                op = rng.choices(
+                    ["read", "write", "forget", "probe", "page", "reopen"], weights=[85, 8, 3, 2, 1.5, 0.05]
+                )[0]
                 if actor == "ghost" and op in ("write", "forget"):
                     op = "read"
                 getattr(world, op)(actor)
@@ -176,13 +189,20 @@ def test_no_actor_ever_sees_another(fast_tmp: Path) -> None:
             assert world.pagers["alice"].verify_audit().ok
     finally:
         world.close()
-    record("isolation", reads=world.reads["retrieve"] + world.reads["recall"], **dict(world.reads),
-           ops=dict(ops), memories={a: len(world.owned[a] - world.forgotten) for a in ACTORS}, leaks=len(world.leaks),
-           seed=SEED, seconds=clock["seconds"])
+    record(
+        "isolation",
+        reads=world.reads["retrieve"] + world.reads["recall"],
+        **dict(world.reads),
+        ops=dict(ops),
+        memories={a: len(world.owned[a] - world.forgotten) for a in ACTORS},
+        leaks=len(world.leaks),
+        seed=SEED,
+        seconds=clock["seconds"],
+    )
 
 
 def test_actors_whose_names_slug_alike_keep_their_own_saved_index(tmp_path: Path) -> None:
-    """"a:b" and "a_b" are different actors; each one's saved index must survive the other's save.
+    """ "a:b" and "a_b" are different actors; each one's saved index must survive the other's save.
 
     Nothing leaks when they share a directory (the manifest names the actor and every hit is
     re-checked), but each open then throws the other's index away and rebuilds from the store.

@@ -105,8 +105,13 @@ def run_child(store: Path, seed: int, delay: float, after_ready: bool) -> list[d
     """Start the workload, SIGKILL it ``delay`` seconds after spawn (or after it is ready), return its
     complete output lines. stdout is drained on a thread: a child blocked on a full pipe would only
     ever be killed at a print."""
-    proc = subprocess.Popen([python(), str(CHILD), str(store), str(seed)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=child_env(), cwd=store.parent)
+    proc = subprocess.Popen(
+        [python(), str(CHILD), str(store), str(seed)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+        cwd=store.parent,
+    )
     chunks: list[bytes] = []
     ready = threading.Event()
 
@@ -243,17 +248,28 @@ def run_chain(directory: Path, iterations: list[int], seed: int, tally: Tally) -
 def test_kill9_during_write_loop(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     tally = Tally()
-    chains = [list(range(start, min(start + CHAIN_LENGTH, KILL_ITERATIONS)))
-              for start in range(0, KILL_ITERATIONS, CHAIN_LENGTH)]
+    chains = [
+        list(range(start, min(start + CHAIN_LENGTH, KILL_ITERATIONS)))
+        for start in range(0, KILL_ITERATIONS, CHAIN_LENGTH)
+    ]
     with timed() as clock:
         # Chains are independent stores: two run at once (one per core); the contention only
         # makes the kill points more varied.
         with ThreadPoolExecutor(max_workers=PARALLEL_CHAINS) as pool:
-            futures = [pool.submit(run_chain, tmp_path / f"chain{n}", chain, rng.randrange(2**31), tally)
-                       for n, chain in enumerate(chains)]
+            futures = [
+                pool.submit(run_chain, tmp_path / f"chain{n}", chain, rng.randrange(2**31), tally)
+                for n, chain in enumerate(chains)
+            ]
             for future in futures:
                 future.result()
-    record("kill9", iterations=len(tally.acked), acknowledged_ops=sum(tally.acked), ops=dict(tally.kinds),
-           kill_points=dict(tally.kill_points), seed=SEED, seconds=clock["seconds"])
+    record(
+        "kill9",
+        iterations=len(tally.acked),
+        acknowledged_ops=sum(tally.acked),
+        ops=dict(tally.kinds),
+        kill_points=dict(tally.kill_points),
+        seed=SEED,
+        seconds=clock["seconds"],
+    )
     assert len(tally.acked) >= KILL_ITERATIONS
     assert sum(tally.acked) > 0, "no operation was ever acknowledged: the kill delays are too short to test anything"

@@ -87,11 +87,16 @@ def dead_port() -> int:
 
 def configure(monkeypatch: pytest.MonkeyPatch, gateway: str, provider: str) -> dict[str, str]:
     env = {
-        "MEMPAGER_GATEWAY_URL": gateway, "MEMPAGER_GATEWAY_TOKEN": TOKEN,
-        "MEMPAGER_PROVIDER_URL": provider, "MEMPAGER_PROVIDER_API_KEY": KEY,
-        "MEMPAGER_PROVIDER_MODEL": "text-embedding-3-small", "MEMPAGER_LOCAL_MODEL": "off",
-        "MEMPAGER_EMBED_MAX_ATTEMPTS": "2", "MEMPAGER_EMBED_CONNECT_TIMEOUT": "1",
-        "MEMPAGER_EMBED_READ_TIMEOUT": "5", "MEMPAGER_EMBED_PROBE_TIMEOUT": "5",
+        "MEMPAGER_GATEWAY_URL": gateway,
+        "MEMPAGER_GATEWAY_TOKEN": TOKEN,
+        "MEMPAGER_PROVIDER_URL": provider,
+        "MEMPAGER_PROVIDER_API_KEY": KEY,
+        "MEMPAGER_PROVIDER_MODEL": "text-embedding-3-small",
+        "MEMPAGER_LOCAL_MODEL": "off",
+        "MEMPAGER_EMBED_MAX_ATTEMPTS": "2",
+        "MEMPAGER_EMBED_CONNECT_TIMEOUT": "1",
+        "MEMPAGER_EMBED_READ_TIMEOUT": "5",
+        "MEMPAGER_EMBED_PROBE_TIMEOUT": "5",
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -104,15 +109,22 @@ def error_texts(exc: BaseException) -> list[str]:
 
 
 def file_hits(root: Path) -> list[str]:
-    return [f"{f} holds {c}" for f in root.rglob("*") if f.is_file() for c in CANARIES
-            if c.encode() in f.read_bytes() or c.encode("utf-16-le") in f.read_bytes()]
+    return [
+        f"{f} holds {c}"
+        for f in root.rglob("*")
+        if f.is_file()
+        for c in CANARIES
+        if c.encode() in f.read_bytes() or c.encode("utf-16-le") in f.read_bytes()
+    ]
 
 
 def exercise(store: Path, seen: list[str]) -> dict[str, Any]:
     """A session touching every read and write path; collects what a user can see."""
     with mempager.open(store, actor="neo") as p:
-        uris = [p.remember_fact("the deploy key is in vault at secret/billing"),
-                *p.remember_many([{"type": "event", "text": f"deploy {i} went out"} for i in range(5)])]
+        uris = [
+            p.remember_fact("the deploy key is in vault at secret/billing"),
+            *p.remember_many([{"type": "event", "text": f"deploy {i} went out"} for i in range(5)]),
+        ]
         p.reinforce_pattern(mempager.PatternSpec(name="cut a release", steps=["branch", "tag"]))
         seen += [repr(s) for s in p.retrieve("where is the deploy key?", k=5)]
         seen += [repr(m) for m in p.recall("deploy", limit=50)]
@@ -154,9 +166,13 @@ def test_dead_port(tmp_path: Path, logs: Capture, monkeypatch: pytest.MonkeyPatc
             (chosen,) = [c for c in forced_stats["embedder_candidates"] if c["kind"] == forced]
             assert chosen["status"] == "down", forced_stats["embedder_candidates"]
             seen += [json.dumps(forced_stats, default=str), *(s.text for s in p.retrieve("deploy key"))]
-    cli = subprocess.run([python(), "-m", "mempager", "stats", "--json", "--store", str(tmp_path / "agent.duckdb"),
-                          "--actor", "neo"],
-                         capture_output=True, text=True, env=child_env(**env), timeout=120)
+    cli = subprocess.run(
+        [python(), "-m", "mempager", "stats", "--json", "--store", str(tmp_path / "agent.duckdb"), "--actor", "neo"],
+        capture_output=True,
+        text=True,
+        env=child_env(**env),
+        timeout=120,
+    )
     assert cli.returncode == 0 and '"embedder_candidates"' in cli.stdout, cli.stderr
     seen += [cli.stdout, cli.stderr]
     assert_clean(logs, seen, tmp_path, "dead port")
@@ -173,12 +189,12 @@ def test_gateway_echoes_the_key_at_start_up(tmp_path: Path, logs: Capture, monke
         assert any(TOKEN in r.headers.get("authorization", "") for r in gateway.requests)
     assert stats["embedder"].startswith("hash"), stats["embedder_candidates"]
     assert_clean(logs, seen, tmp_path, "401 echo at start-up")
-    record("secrets", scenario="401 echo at start-up", log_records=len(logs.texts) // 2,
-           requests=len(gateway.requests))
+    record("secrets", scenario="401 echo at start-up", log_records=len(logs.texts) // 2, requests=len(gateway.requests))
 
 
-def test_gateway_fails_with_an_echo_while_embedding(tmp_path: Path, logs: Capture,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gateway_fails_with_an_echo_while_embedding(
+    tmp_path: Path, logs: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     echo = json.dumps({"error": {"message": f"Incorrect API key provided: {TOKEN}"}}).encode()
     with EmbeddingServer(HashEmbedder(384), token=TOKEN) as gateway:
         configure(monkeypatch, gateway.url, gateway.url + "/v1")
@@ -198,5 +214,10 @@ def test_gateway_fails_with_an_echo_while_embedding(tmp_path: Path, logs: Captur
         finally:
             p.close()
     assert_clean(logs, seen, tmp_path, "401 echo while embedding")
-    record("secrets", scenario="401 echo while embedding", log_records=len(logs.texts) // 2,
-           requests=len(gateway.requests), last_embed_error=stats["last_embed_error"])
+    record(
+        "secrets",
+        scenario="401 echo while embedding",
+        log_records=len(logs.texts) // 2,
+        requests=len(gateway.requests),
+        last_embed_error=stats["last_embed_error"],
+    )

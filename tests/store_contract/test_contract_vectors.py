@@ -24,8 +24,9 @@ def unit(n: int, dim: int = 4, seed: int = 0) -> np.ndarray:
 
 def store_vectors(store: Any, memories: list[Any], model: str = "m", seed: int = 0) -> np.ndarray:
     vectors = unit(len(memories), seed=seed)
-    stored = store.put_vectors(model, np.array([m.label for m in memories], dtype=np.int64), vectors,
-                               [m.content_hash for m in memories])
+    stored = store.put_vectors(
+        model, np.array([m.label for m in memories], dtype=np.int64), vectors, [m.content_hash for m in memories]
+    )
     assert stored.tolist() == sorted(m.label for m in memories)
     return vectors
 
@@ -114,7 +115,8 @@ def test_pending_queue_and_failures(store: Any) -> None:
     put(store, "other actor", actor="b")
     pend = store.pending("a", "m", 10)
     assert [(p.label, p.actor, p.text, p.content_hash, p.attempts, p.last_error) for p in pend] == [
-        (m.label, "a", m.text, m.content_hash, 0, None) for m in ms]
+        (m.label, "a", m.text, m.content_hash, 0, None) for m in ms
+    ]
     assert [p.label for p in store.pending("a", "m", 2)] == [ms[0].label, ms[1].label]
     stats = store.pending_stats("a", "m")
     assert (stats.count, stats.failing) == (4, 0)

@@ -25,10 +25,16 @@ def test_remember_page_forget(location: str | Path) -> None:
         p.add_rule("Never print secrets in a reply.")
         key = p.remember_fact("The deploy key lives in vault path secret/deploy/prod (id 0xdeadbeef).")
         tea = p.remember_user_fact("Neo prefers green tea over coffee.")
-        events = p.remember_many([
-            {"type": "event", "text": f"Standup {i}: discussed ticket PAY-{100 + i}", "created_at": f"2024-03-0{i + 1}"}
-            for i in range(5)
-        ])
+        events = p.remember_many(
+            [
+                {
+                    "type": "event",
+                    "text": f"Standup {i}: discussed ticket PAY-{100 + i}",
+                    "created_at": f"2024-03-0{i + 1}",
+                }
+                for i in range(5)
+            ]
+        )
         # before any vector exists, the lexical and salience lanes already find a fresh write
         assert key in [s.uri for s in p.retrieve("where does the deploy key live?")]
         assert p.sync(timeout=60)

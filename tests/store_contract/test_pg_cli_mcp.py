@@ -19,8 +19,9 @@ from .conftest import REPO, child_env
 
 def cli(url: str, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**child_env(), "MEMPAGER_STORE": url, "MEMPAGER_EMBEDDER": "hash"}
-    proc = subprocess.run([sys.executable, "-m", "mempager", *args], capture_output=True, text=True,
-                          env=env, cwd=str(REPO), timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mempager", *args], capture_output=True, text=True, env=env, cwd=str(REPO), timeout=120
+    )
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc

@@ -75,8 +75,12 @@ def test_semantic_lane_sees_another_process_vectors(two: Any) -> None:
     lane.open()
     ms = put(writer, ["the blue whale migrates in spring", "tax forms are due in april"], "a")
     assert sorted(lane.unembedded_labels()) == [m.label for m in ms] and len(lane) == 0
-    writer.put_vectors(embedder.name, np.array([m.label for m in ms]), embedder.embed([m.text for m in ms]),
-                       [m.content_hash for m in ms])
+    writer.put_vectors(
+        embedder.name,
+        np.array([m.label for m in ms]),
+        embedder.embed([m.text for m in ms]),
+        [m.content_hash for m in ms],
+    )
     assert lane.unembedded_labels() == [] and len(lane) == 2 and ms[0].label in lane
     assert lane.search("blue whale", 1)[0][0] == ms[0].label
 
@@ -95,7 +99,7 @@ def test_lexical_lane_follows_another_process(two: Any) -> None:
     writer.update("a", old[1].id, text="gardening moved to the deploy runbook")
     writer.delete("a", old[0].id)
     writer.put_many([NewMemory(actor="a", type=MemoryType.FACT, text="crash at address 0xdeadbeef during deploy")])
-    assert [h[0] for h in lane.match('deploy -crash')] == [old[1].label]
+    assert [h[0] for h in lane.match("deploy -crash")] == [old[1].label]
     assert lane.match("src/app/main.py") == [] and len(lane) == 2
     assert lane.catch_up() == 0
     lane.rebuild("purge")

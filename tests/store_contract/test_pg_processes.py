@@ -233,8 +233,7 @@ store.close()
 """
 
 
-def test_migrations_run_once_when_processes_start_together(pg_url: str, pg_schema: str,
-                                                           pg_server: PgServer) -> None:
+def test_migrations_run_once_when_processes_start_together(pg_url: str, pg_schema: str, pg_server: PgServer) -> None:
     procs = [spawn(OPENER, pg_url) for _ in range(4)]
     for proc in procs:
         tell(proc)

@@ -29,10 +29,15 @@ def fact(text: str, actor: str = "a") -> NewMemory:
 def test_url_parsing_and_redaction() -> None:
     url = f"postgresql://agent:{CANARY}@db.internal:5433/memory?sslmode=require&schema=team_a"
     assert split_options(url + "&pool_max=16") == (
-        f"postgresql://agent:{CANARY}@db.internal:5433/memory?sslmode=require", {"schema": "team_a", "pool_max": "16"})
+        f"postgresql://agent:{CANARY}@db.internal:5433/memory?sslmode=require",
+        {"schema": "team_a", "pool_max": "16"},
+    )
     assert split_options("postgresql:///db") == ("postgresql:///db", {})
     assert typed_options({"pool_max": "16", "claim_seconds": "2.5", "schema": "x"}) == {
-        "pool_max": 16, "claim_seconds": 2.5, "schema": "x"}
+        "pool_max": 16,
+        "claim_seconds": 2.5,
+        "schema": "x",
+    }
     assert password_of(url) == CANARY
     assert password_of(f"host=x password='{CANARY}' dbname=y") == CANARY
     assert CANARY not in scrub(f"failed for {url} and password={CANARY}", CANARY)
@@ -148,7 +153,8 @@ def test_pool_recovers_from_killed_connections(pg_url: str, pg_server: PgServer)
     store = open_pg_store(pg_url)
     store.put(fact("before the kill"))
     killed = pg_server.execute(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'mempager'")
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'mempager'"
+    )
     assert killed
     assert store.put(fact("after the kill")).created
     assert {m.text for m in store.query("a")} == {"before the kill", "after the kill"}

@@ -44,8 +44,9 @@ _RACES = (pg.DeadlockDetected, pg.SerializationFailure)
 
 
 class Db:
-    def __init__(self, conninfo: str, parts: dict[str, str], options: PgOptions, location: str,
-                 secret: str | None) -> None:
+    def __init__(
+        self, conninfo: str, parts: dict[str, str], options: PgOptions, location: str, secret: str | None
+    ) -> None:
         self.options = options
         self.location = location
         self._conninfo = conninfo
@@ -79,10 +80,16 @@ class Db:
         except psycopg.Error as exc:
             raise self.error(exc) from exc
         self._pool = ConnectionPool(
-            self._conninfo, kwargs=self._kwargs(), min_size=self.options.pool_min,
-            max_size=self.options.pool_max, open=False, configure=self._configure,
+            self._conninfo,
+            kwargs=self._kwargs(),
+            min_size=self.options.pool_min,
+            max_size=self.options.pool_max,
+            open=False,
+            configure=self._configure,
             timeout=self.options.pool_timeout_s,
-            reconnect_timeout=max(60.0, 6 * self.options.pool_timeout_s), name="mempager", num_workers=1,
+            reconnect_timeout=max(60.0, 6 * self.options.pool_timeout_s),
+            name="mempager",
+            num_workers=1,
         )
         self._pool.open(wait=False)
 
@@ -97,11 +104,17 @@ class Db:
 
     def _session(self, conn: Conn) -> None:
         o = self.options
-        conn.execute(sql.SQL(
-            "SET search_path TO {}, {}; SET TimeZone TO 'UTC'; SET statement_timeout = {};"
-            " SELECT '[1]'::vector; SET hnsw.ef_search = {}; SET hnsw.iterative_scan = relaxed_order"
-        ).format(sql.Identifier(o.schema), sql.Identifier(self._ext_schema), sql.Literal(o.statement_timeout_ms),
-                 sql.Literal(o.ef_search)))
+        conn.execute(
+            sql.SQL(
+                "SET search_path TO {}, {}; SET TimeZone TO 'UTC'; SET statement_timeout = {};"
+                " SELECT '[1]'::vector; SET hnsw.ef_search = {}; SET hnsw.iterative_scan = relaxed_order"
+            ).format(
+                sql.Identifier(o.schema),
+                sql.Identifier(self._ext_schema),
+                sql.Literal(o.statement_timeout_ms),
+                sql.Literal(o.ef_search),
+            )
+        )
 
     def _configure(self, conn: Conn) -> None:
         self._session(conn)
@@ -138,15 +151,18 @@ class Db:
                 raise self.error(exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def rows(self, query: Any, params: Sequence[Any] | dict[str, Any] | None = None,
-             binary: bool = False) -> list[tuple[Any, ...]]:
+    def rows(
+        self, query: Any, params: Sequence[Any] | dict[str, Any] | None = None, binary: bool = False
+    ) -> list[tuple[Any, ...]]:
         def run(conn: Conn) -> list[tuple[Any, ...]]:
             cur = conn.execute(query, params, binary=binary)
             return cur.fetchall() if cur.description is not None else []
+
         return self.read(run)
 
     def snapshot(self, fn: Callable[[Conn], T]) -> T:
         """``fn`` inside one read-only REPEATABLE READ transaction: all its queries see one snapshot."""
+
         def run(conn: Conn) -> T:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
@@ -156,6 +172,7 @@ class Db:
                 raise
             conn.execute("COMMIT")
             return result
+
         return self.read(run)
 
     def write(self, fn: Body[T]) -> tuple[T, list[AuditEntry]]:
@@ -190,15 +207,23 @@ class Db:
 
     def maintenance(self, statements: Sequence[Any]) -> None:
         """Statements that cannot run in a transaction (VACUUM), without the statement timeout."""
+
         def run(conn: Conn) -> None:
-            conn.execute(sql.SQL("SET statement_timeout = 0; SET maintenance_work_mem = {}").format(
-                sql.Literal(f"{self.options.maintenance_work_mem_mb}MB")))
+            conn.execute(
+                sql.SQL("SET statement_timeout = 0; SET maintenance_work_mem = {}").format(
+                    sql.Literal(f"{self.options.maintenance_work_mem_mb}MB")
+                )
+            )
             try:
                 for statement in statements:
                     conn.execute(statement)
             finally:
-                conn.execute(sql.SQL("SET statement_timeout = {}; RESET maintenance_work_mem").format(
-                    sql.Literal(self.options.statement_timeout_ms)))
+                conn.execute(
+                    sql.SQL("SET statement_timeout = {}; RESET maintenance_work_mem").format(
+                        sql.Literal(self.options.statement_timeout_ms)
+                    )
+                )
+
         self.read(run)
 
     @staticmethod
@@ -214,11 +239,19 @@ class Db:
             "INSERT INTO audit (seq, recorded_at, actor, op, uri, content_hash, prev_hash, hash, label) "
             "SELECT * FROM unnest(%(seqs)s::bigint[], %(at)s::timestamptz[], %(actor)s::text[], %(op)s::text[],"
             " %(uri)s::text[], %(chash)s::text[], %(prev)s::text[], %(hashes)s::text[], %(label)s::bigint[])",
-            {"seq": entries[-1].seq, "hash": entries[-1].hash, "seqs": [e.seq for e in entries],
-             "at": [e.at for e in entries], "actor": [e.actor for e in entries], "op": [e.op for e in entries],
-             "uri": [e.uri for e in entries], "chash": [e.content_hash for e in entries],
-             "prev": [e.prev_hash for e in entries], "hashes": [e.hash for e in entries],
-             "label": [row[4] for row in rows]},
+            {
+                "seq": entries[-1].seq,
+                "hash": entries[-1].hash,
+                "seqs": [e.seq for e in entries],
+                "at": [e.at for e in entries],
+                "actor": [e.actor for e in entries],
+                "op": [e.op for e in entries],
+                "uri": [e.uri for e in entries],
+                "chash": [e.content_hash for e in entries],
+                "prev": [e.prev_hash for e in entries],
+                "hashes": [e.hash for e in entries],
+                "label": [row[4] for row in rows],
+            },
         )
         return entries
 

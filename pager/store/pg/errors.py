@@ -35,8 +35,11 @@ def translate(exc: BaseException, location: str, secret: str | None, *, writing:
             + (" — this write was not stored" if writing else "")
         )
     if connection_lost(exc):
-        tail = (" — the write may or may not have been stored; retry it (repeated writes are deduplicated)"
-                if writing else "; retry when the server is back")
+        tail = (
+            " — the write may or may not have been stored; retry it (repeated writes are deduplicated)"
+            if writing
+            else "; retry when the server is back"
+        )
         return StoreError(f"lost the connection to PostgreSQL at {location}: {raw}{tail}")
     if isinstance(exc, pg.DiskFull):
         return StoreFull(
@@ -59,9 +62,7 @@ def translate(exc: BaseException, location: str, secret: str | None, *, writing:
             "to run the step (for example CREATE EXTENSION vector)"
         )
     if isinstance(exc, (pg.UndefinedFile, pg.FeatureNotSupported)) and "vector" in raw:
-        return StoreError(
-            f"pgvector is not available on the server at {location}: {raw}; install pgvector 0.8+ there"
-        )
+        return StoreError(f"pgvector is not available on the server at {location}: {raw}; install pgvector 0.8+ there")
     state = getattr(exc, "sqlstate", None)
     return StoreError(f"PostgreSQL store {location} failed{f' ({state})' if state else ''}: {raw}")
 
@@ -74,5 +75,6 @@ def reject_nul(field: str, values: list[str]) -> None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise InvalidInput(f"{field} contains a lone surrogate at position {exc.start}; "
-                               "decode the input with errors='replace'") from exc
+            raise InvalidInput(
+                f"{field} contains a lone surrogate at position {exc.start}; decode the input with errors='replace'"
+            ) from exc

@@ -85,10 +85,13 @@ class JournalMixin:
         if not items:
             return
         now = datetime.now(timezone.utc)
-        self._db.write(lambda conn, audit: conn.execute(
-            "INSERT INTO injections (actor, turn, uri, kind, recorded_at)"
-            " SELECT %s, %s, u, k, %s FROM unnest(%s::text[], %s::text[]) AS x(u, k) ON CONFLICT DO NOTHING",
-            [actor, turn, now, [u for u, _ in items], [k for _, k in items]]))
+        self._db.write(
+            lambda conn, audit: conn.execute(
+                "INSERT INTO injections (actor, turn, uri, kind, recorded_at)"
+                " SELECT %s, %s, u, k, %s FROM unnest(%s::text[], %s::text[]) AS x(u, k) ON CONFLICT DO NOTHING",
+                [actor, turn, now, [u for u, _ in items], [k for _, k in items]],
+            )
+        )
 
     def injections(self, actor: str, turn: str) -> list[tuple[str, str]]:
         found = self._db.rows(
@@ -98,6 +101,7 @@ class JournalMixin:
 
     def claim_feedback(self, actor: str, turn: str, outcome: str) -> bool:
         """True the first time feedback for ``turn`` is recorded; False for an exact repeat."""
+
         def body(conn: Conn, audit: list[AuditRow]) -> bool:
             won = conn.execute(
                 "INSERT INTO feedback_log VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING outcome",
@@ -106,8 +110,9 @@ class JournalMixin:
             if won is not None:
                 audit.append((actor, "feedback", f"turn:{turn}", content_hash(outcome), None))
                 return True
-            row = conn.execute("SELECT outcome FROM feedback_log WHERE actor = %s AND turn = %s",
-                               [actor, turn]).fetchone()
+            row = conn.execute(
+                "SELECT outcome FROM feedback_log WHERE actor = %s AND turn = %s", [actor, turn]
+            ).fetchone()
             if row is not None and row[0] != outcome:
                 raise InvalidInput(
                     f"turn {turn!r} already has feedback {row[0]!r}; feedback is applied once per "
@@ -122,9 +127,12 @@ class JournalMixin:
     # -- review queue -------------------------------------------------------------------------
     def review_add(self, actor: str, kind: str, payload: Mapping[str, Any]) -> str:
         review_id = secrets.token_hex(8)
-        self._db.write(lambda conn, audit: conn.execute(
-            "INSERT INTO review_queue VALUES (%s, %s, %s, %s, 'pending', %s, NULL, NULL)",
-            [review_id, actor, kind, json.dumps(dict(payload), sort_keys=True), datetime.now(timezone.utc)]))
+        self._db.write(
+            lambda conn, audit: conn.execute(
+                "INSERT INTO review_queue VALUES (%s, %s, %s, %s, 'pending', %s, NULL, NULL)",
+                [review_id, actor, kind, json.dumps(dict(payload), sort_keys=True), datetime.now(timezone.utc)],
+            )
+        )
         return review_id
 
     def review_find(self, actor: str, kind: str, key: str, value: str) -> ReviewItem | None:
@@ -139,27 +147,30 @@ class JournalMixin:
         if status is not None:
             where += " AND status = %s"
             params.append(status)
-        found = self._db.rows(f"SELECT {_REVIEW_COLUMNS} FROM review_queue WHERE {where} ORDER BY created_at, id",
-                              params)
+        found = self._db.rows(
+            f"SELECT {_REVIEW_COLUMNS} FROM review_queue WHERE {where} ORDER BY created_at, id", params
+        )
         return [_review(r) for r in found]
 
     def review_get(self, actor: str, review_id: str) -> ReviewItem:
-        found = self._db.rows(f"SELECT {_REVIEW_COLUMNS} FROM review_queue WHERE actor = %s AND id = %s",
-                              [actor, review_id])
+        found = self._db.rows(
+            f"SELECT {_REVIEW_COLUMNS} FROM review_queue WHERE actor = %s AND id = %s", [actor, review_id]
+        )
         if not found:
-            raise MemoryNotFound(
-                f"no review item {review_id!r} for actor {actor!r}; list them with `mempager review`")
+            raise MemoryNotFound(f"no review item {review_id!r} for actor {actor!r}; list them with `mempager review`")
         return _review(found[0])
 
     def review_close(self, actor: str, review_id: str, status: str, result_uri: str | None) -> None:
         """Decide an item; its payload keeps no text."""
-        _, entries = self._db.write(lambda conn, audit: self._close_tx(conn, audit, actor, review_id, status,
-                                                                       result_uri))
+        _, entries = self._db.write(
+            lambda conn, audit: self._close_tx(conn, audit, actor, review_id, status, result_uri)
+        )
         self._publish(entries)
 
     @staticmethod
-    def _close_tx(conn: Conn, audit: list[AuditRow], actor: str, review_id: str, status: str,
-                  result_uri: str | None) -> None:
+    def _close_tx(
+        conn: Conn, audit: list[AuditRow], actor: str, review_id: str, status: str, result_uri: str | None
+    ) -> None:
         row = conn.execute(  # FOR UPDATE: a concurrent decision waits, then finds it decided
             "SELECT payload FROM review_queue WHERE actor = %s AND id = %s AND status = 'pending' FOR UPDATE",
             [actor, review_id],
@@ -169,8 +180,14 @@ class JournalMixin:
         conn.execute(
             "UPDATE review_queue SET status = %s, decided_at = %s, result_uri = %s, payload = %s"
             " WHERE actor = %s AND id = %s",
-            [status, datetime.now(timezone.utc), result_uri, json.dumps(redact(json.loads(row[0])), sort_keys=True),
-             actor, review_id],
+            [
+                status,
+                datetime.now(timezone.utc),
+                result_uri,
+                json.dumps(redact(json.loads(row[0])), sort_keys=True),
+                actor,
+                review_id,
+            ],
         )
         audit.append((actor, "review", result_uri or f"review:{review_id}", content_hash(status), None))
 
@@ -188,8 +205,11 @@ class JournalMixin:
             changed = [result.memory]
             if deprecate is not None:
                 memory_id, changes = deprecate
-                changed.append(self._update_tx(conn, audit, actor, memory_id, "update",
-                                               {**changes, "superseded_by": result.memory.uri}))
+                changed.append(
+                    self._update_tx(
+                        conn, audit, actor, memory_id, "update", {**changes, "superseded_by": result.memory.uri}
+                    )
+                )
             self._close_tx(conn, audit, actor, review_id, "accepted", result.memory.uri)
             return result, changed
 
@@ -199,13 +219,17 @@ class JournalMixin:
 
     def review_purge(self, actor: str, ids: Sequence[str] | None = None) -> int:
         """Delete the actor's review items (all of them when ``ids`` is None); returns how many."""
+
         def body(conn: Conn, audit: list[AuditRow]) -> int:
             if ids is None:
-                rows = conn.execute("DELETE FROM review_queue WHERE actor = %s RETURNING id, payload",
-                                    [actor]).fetchall()
+                rows = conn.execute(
+                    "DELETE FROM review_queue WHERE actor = %s RETURNING id, payload", [actor]
+                ).fetchall()
             else:
-                rows = conn.execute("DELETE FROM review_queue WHERE actor = %s AND id = ANY(%s) RETURNING id, payload",
-                                    [actor, list(ids)]).fetchall()
+                rows = conn.execute(
+                    "DELETE FROM review_queue WHERE actor = %s AND id = ANY(%s) RETURNING id, payload",
+                    [actor, list(ids)],
+                ).fetchall()
             doomed = sorted((r[0], r[1]) for r in rows)
             audit.extend((*row, None) for row in purge_audit(actor, doomed))
             return len(doomed)
@@ -217,12 +241,15 @@ class JournalMixin:
     @staticmethod
     def _forget_journal(conn: Conn, audit: list[AuditRow], actor: str, gone: Sequence[Memory]) -> None:
         """Inside the delete's transaction: the review rows and injection records of ``gone``."""
-        conn.execute("DELETE FROM injections WHERE actor = %s AND uri = ANY(%s)",
-                     [actor, sorted({m.uri for m in gone})])
-        rows = conn.execute("SELECT id, payload, result_uri FROM review_queue WHERE actor = %s ORDER BY id FOR UPDATE",
-                            [actor]).fetchall()
+        conn.execute(
+            "DELETE FROM injections WHERE actor = %s AND uri = ANY(%s)", [actor, sorted({m.uri for m in gone})]
+        )
+        rows = conn.execute(
+            "SELECT id, payload, result_uri FROM review_queue WHERE actor = %s ORDER BY id FOR UPDATE", [actor]
+        ).fetchall()
         doomed = referring(rows, gone)
         if doomed:
-            conn.execute("DELETE FROM review_queue WHERE actor = %s AND id = ANY(%s)",
-                         [actor, [rid for rid, _ in doomed]])
+            conn.execute(
+                "DELETE FROM review_queue WHERE actor = %s AND id = ANY(%s)", [actor, [rid for rid, _ in doomed]]
+            )
             audit.extend((*row, None) for row in purge_audit(actor, doomed))

@@ -25,6 +25,7 @@ from mempager.types import FloatMatrix, LabelArray, Memory
 
 log = logging.getLogger("mempager.pgstore")
 
+
 class PgSemanticLane:
     """SemanticLaneLike answered by the store's pgvector index; add/remove/track have nothing to keep."""
 

@@ -164,8 +164,7 @@ def applied_version(cur: Any, schema: str) -> int | None:
 def extension_schema(cur: Any) -> str | None:
     """Where pgvector's types live (public on most servers, ``extensions`` on some hosted ones)."""
     row = cur.execute(
-        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
-        " WHERE e.extname = 'vector'"
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
     ).fetchone()
     return None if row is None else str(row[0])
 
@@ -192,8 +191,11 @@ def migrate(conn: Any, schema: str, location: str) -> int:
         if extension_schema(conn) is None:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-        conn.execute(sql.SQL("SET LOCAL search_path TO {}, {}").format(
-            sql.Identifier(schema), sql.Identifier(extension_schema(conn) or "public")))
+        conn.execute(
+            sql.SQL("SET LOCAL search_path TO {}, {}").format(
+                sql.Identifier(schema), sql.Identifier(extension_schema(conn) or "public")
+            )
+        )
         conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
             " applied_at timestamptz NOT NULL DEFAULT now())"

@@ -45,10 +45,17 @@ class PgOptions:
                 "starting with a letter or _"
             )
         checks: dict[str, tuple[float, float]] = {
-            "pool_min": (0, 1000), "pool_max": (1, 1000), "connect_timeout_s": (2, 3600),
-            "pool_timeout_s": (0.1, 3600), "statement_timeout_ms": (0, 86_400_000),
-            "claim_seconds": (1, 86_400), "ef_search": (1, 1000), "hnsw_m": (2, 100),
-            "hnsw_ef_construction": (4, 1000), "write_retries": (0, 100), "maintenance_work_mem_mb": (1, 1 << 21),
+            "pool_min": (0, 1000),
+            "pool_max": (1, 1000),
+            "connect_timeout_s": (2, 3600),
+            "pool_timeout_s": (0.1, 3600),
+            "statement_timeout_ms": (0, 86_400_000),
+            "claim_seconds": (1, 86_400),
+            "ef_search": (1, 1000),
+            "hnsw_m": (2, 100),
+            "hnsw_ef_construction": (4, 1000),
+            "write_retries": (0, 100),
+            "maintenance_work_mem_mb": (1, 1 << 21),
         }
         for name, (lo, hi) in checks.items():
             value = getattr(self, name)

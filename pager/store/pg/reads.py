@@ -48,22 +48,25 @@ class ReadsMixin:
     _db: Db
 
     def get(self, actor: str, memory_id: str) -> Memory | None:
-        rows = self._db.rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND id = %s",
-                             [actor, memory_id])
+        rows = self._db.rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND id = %s", [actor, memory_id])
         return row_to_memory(rows[0]) if rows else None
 
     def get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
         if not len(labels):
             return {}
-        rows = self._db.rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND label = ANY(%s)",
-                             [actor, [int(x) for x in labels]])
+        rows = self._db.rows(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND label = ANY(%s)",
+            [actor, [int(x) for x in labels]],
+        )
         return {int(r[0]): row_to_memory(r) for r in rows}
 
     def uris(self, actor: str, labels: Sequence[int]) -> dict[int, str]:
         if not len(labels):
             return {}
-        rows = self._db.rows("SELECT label, type, id FROM memories WHERE actor = %s AND label = ANY(%s)",
-                             [actor, [int(x) for x in labels]])
+        rows = self._db.rows(
+            "SELECT label, type, id FROM memories WHERE actor = %s AND label = ANY(%s)",
+            [actor, [int(x) for x in labels]],
+        )
         return {int(label): make_uri(actor, MemoryType(t), mid) for label, t, mid in rows}
 
     def find(self, actor: str, type_: MemoryType, dedup_key: str) -> Memory | None:
@@ -123,10 +126,16 @@ class ReadsMixin:
             return []
         half = " ".join(f"WHEN '{t.value}' THEN %(half_{t.value})s::float8" for t in MemoryType)
         values: dict[str, Any] = {
-            "w_recency": params.w_recency, "w_importance": params.w_importance, "w_strength": params.w_strength,
-            "w_access": params.w_access, "now": utc(params.now), "actor": actor,
-            "types": [t.value for t in types], "default_half": params.default_half_life_days,
-            "limit": int(limit), "only": [int(x) for x in only or ()],
+            "w_recency": params.w_recency,
+            "w_importance": params.w_importance,
+            "w_strength": params.w_strength,
+            "w_access": params.w_access,
+            "now": utc(params.now),
+            "actor": actor,
+            "types": [t.value for t in types],
+            "default_half": params.default_half_life_days,
+            "limit": int(limit),
+            "only": [int(x) for x in only or ()],
         }
         for t in MemoryType:
             values[f"half_{t.value}"] = float(params.half_life_days.get(t, params.default_half_life_days))
@@ -173,6 +182,7 @@ class ReadsMixin:
     # -- the change feed other processes follow ---------------------------------------------
     def texts_at(self, actor: str) -> tuple[int, list[tuple[int, str]]]:
         """The actor's (label, text) rows and the audit position they reflect, read in one snapshot."""
+
         def load(conn: Any) -> tuple[int, list[tuple[int, str]]]:
             seq = conn.execute("SELECT coalesce(max(seq), 0) FROM audit WHERE actor = %s", [actor]).fetchone()[0]
             rows = conn.execute("SELECT label, text FROM memories WHERE actor = %s ORDER BY label", [actor]).fetchall()

@@ -40,17 +40,30 @@ from mempager.validate import content_hash
 
 log = logging.getLogger("mempager.pgstore")
 ChangeListener = Callable[[Sequence[Memory], Sequence[int]], None]
-_UPDATABLE = frozenset({
-    "text", "strength", "confidence", "importance", "metadata", "tags", "superseded_by",
-    "valid_until", "dedup_key", "access_count", "last_accessed_at", "source",
-})
+_UPDATABLE = frozenset(
+    {
+        "text",
+        "strength",
+        "confidence",
+        "importance",
+        "metadata",
+        "tags",
+        "superseded_by",
+        "valid_until",
+        "dedup_key",
+        "access_count",
+        "last_accessed_at",
+        "source",
+    }
+)
 _OPEN: dict[tuple[str, PgOptions], PostgresStore] = {}
 _OPEN_LOCK = threading.Lock()
 
 
 class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
-    def __init__(self, conninfo: str, parts: dict[str, str], options: PgOptions, location: str,
-                 secret: str | None) -> None:
+    def __init__(
+        self, conninfo: str, parts: dict[str, str], options: PgOptions, location: str, secret: str | None
+    ) -> None:
         self.options = options
         self._location = location
         self._db = Db(conninfo, parts, options, location, secret)
@@ -105,23 +118,35 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
             "tags": [json.dumps(list(it.tags)) for it in items],
         }
 
-    def _put_tx(self, conn: Conn, audit: list[AuditRow], items: Sequence[NewMemory], keys: list[str],
-                payload: dict[str, list[str]]) -> list[PutResult]:
+    def _put_tx(
+        self,
+        conn: Conn,
+        audit: list[AuditRow],
+        items: Sequence[NewMemory],
+        keys: list[str],
+        payload: dict[str, list[str]],
+    ) -> list[PutResult]:
         now = datetime.now(timezone.utc)
         firsts, rounds = plan(items, keys)
         order = list(firsts.values())
         ids = [secrets.token_hex(8) for _ in order]
         params: dict[str, Any] = {
-            "n": len(order), "now": now, "id": ids,
-            "actor": [items[i].actor for i in order], "scope": [items[i].scope.value for i in order],
-            "type": [items[i].type.value for i in order], "text": [items[i].text for i in order],
+            "n": len(order),
+            "now": now,
+            "id": ids,
+            "actor": [items[i].actor for i in order],
+            "scope": [items[i].scope.value for i in order],
+            "type": [items[i].type.value for i in order],
+            "text": [items[i].text for i in order],
             "source": [items[i].source.value for i in order],
             "confidence": [float(items[i].confidence) for i in order],
             "importance": [float(items[i].importance) for i in order],
             "strength": [float(items[i].strength) for i in order],
             "created": [_maybe_utc(items[i].created_at) for i in order],
-            "tags": [payload["tags"][i] for i in order], "metadata": [payload["metadata"][i] for i in order],
-            "chash": [content_hash(items[i].text) for i in order], "dkey": [keys[i] for i in order],
+            "tags": [payload["tags"][i] for i in order],
+            "metadata": [payload["metadata"][i] for i in order],
+            "chash": [content_hash(items[i].text) for i in order],
+            "dkey": [keys[i] for i in order],
         }
         final: dict[Key, Memory] = {}
         fresh = set(ids)
@@ -133,10 +158,14 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
             if memory.id in fresh:
                 created.add(k)
         for repeat in rounds:
-            bump = {"now": now, "actor": [items[i].actor for i in repeat],
-                    "type": [items[i].type.value for i in repeat], "dkey": [keys[i] for i in repeat],
-                    "importance": [float(items[i].importance) for i in repeat],
-                    "confidence": [float(items[i].confidence) for i in repeat]}
+            bump = {
+                "now": now,
+                "actor": [items[i].actor for i in repeat],
+                "type": [items[i].type.value for i in repeat],
+                "dkey": [keys[i] for i in repeat],
+                "importance": [float(items[i].importance) for i in repeat],
+                "confidence": [float(items[i].confidence) for i in repeat],
+            }
             for row in conn.execute(BUMP, bump).fetchall():
                 memory = row_to_memory(row)
                 final[(memory.actor, memory.type.value, row[19])] = memory
@@ -144,8 +173,16 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
         for i, (item, key) in enumerate(zip(items, keys, strict=True)):
             k = (item.actor, item.type.value, key)
             results.append(PutResult(memory=final[k], created=firsts[k] == i and k in created))
-        audit.extend((r.memory.actor, "remember" if r.created else "reinforce", r.memory.uri,
-                      r.memory.content_hash, r.memory.label) for r in results)
+        audit.extend(
+            (
+                r.memory.actor,
+                "remember" if r.created else "reinforce",
+                r.memory.uri,
+                r.memory.content_hash,
+                r.memory.label,
+            )
+            for r in results
+        )
         return results
 
     def update(self, actor: str, memory_id: str, op: str = "update", **changes: object) -> Memory:
@@ -153,8 +190,9 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
         self._after(entries, [got])
         return got
 
-    def _update_tx(self, conn: Conn, audit: list[AuditRow], actor: str, memory_id: str, op: str,
-                   changes: dict[str, object]) -> Memory:
+    def _update_tx(
+        self, conn: Conn, audit: list[AuditRow], actor: str, memory_id: str, op: str, changes: dict[str, object]
+    ) -> Memory:
         """The update inside an open transaction; the caller tells the listeners after commit."""
         unknown = set(changes) - _UPDATABLE
         if unknown:
@@ -168,11 +206,13 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
             sets += [sql.SQL("content_hash = %s"), sql.SQL("rev = nextval('memory_rev_seq')")]
             params.append(content_hash(str(changes["text"])))
         query = sql.SQL("UPDATE memories SET {} WHERE actor = %s AND id = %s RETURNING {}").format(
-            sql.SQL(", ").join(sets), sql.SQL(MEMORY_COLUMNS))
+            sql.SQL(", ").join(sets), sql.SQL(MEMORY_COLUMNS)
+        )
         before = None
         if "text" in changes:
-            before = conn.execute("SELECT content_hash FROM memories WHERE actor = %s AND id = %s FOR UPDATE",
-                                  [actor, memory_id]).fetchone()
+            before = conn.execute(
+                "SELECT content_hash FROM memories WHERE actor = %s AND id = %s FOR UPDATE", [actor, memory_id]
+            ).fetchone()
         try:
             row = conn.execute(query, [*params, actor, memory_id]).fetchone()
         except pg.UniqueViolation as exc:
@@ -238,8 +278,9 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
         self._checkpoint()
 
     # -- listeners ------------------------------------------------------------------------
-    def _after(self, entries: Sequence[Any], changed: Sequence[Memory], removed: Sequence[int] = (),
-               actor: str = "") -> None:
+    def _after(
+        self, entries: Sequence[Any], changed: Sequence[Memory], removed: Sequence[int] = (), actor: str = ""
+    ) -> None:
         """Tell this process's listeners about a committed change (other processes poll the audit)."""
         with self._listen_lock:
             by_actor: dict[str, list[Memory]] = {}
@@ -289,8 +330,11 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
         except StoreError as exc:
             if not isinstance(exc.__cause__, pg.InsufficientPrivilege):
                 raise
-            log.info("compacted %s; this role may not CHECKPOINT, so old WAL segments are recycled at the "
-                     "server's next checkpoint", self._location)
+            log.info(
+                "compacted %s; this role may not CHECKPOINT, so old WAL segments are recycled at the "
+                "server's next checkpoint",
+                self._location,
+            )
 
 
 def open_pg_store(url: str, **options: Any) -> PostgresStore:
@@ -314,8 +358,10 @@ def open_pg_store(url: str, **options: Any) -> PostgresStore:
         parts = {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}
     except psycopg.Error as exc:
         # not chained: the parser's message quotes the URL, password included
-        raise ConfigError(f"the PostgreSQL URL could not be parsed ({scrub(str(exc), secret)}); expected "
-                          "postgresql://user:password@host:5432/dbname?schema=name") from None
+        raise ConfigError(
+            f"the PostgreSQL URL could not be parsed ({scrub(str(exc), secret)}); expected "
+            "postgresql://user:password@host:5432/dbname?schema=name"
+        ) from None
     key = (conninfo, opts)
     with _OPEN_LOCK:
         store = _OPEN.get(key)

@@ -49,7 +49,7 @@ UPDATE memories m SET strength = m.strength + 0.1 * (1 - m.strength),
 FROM unnest(%(actor)s::text[], %(type)s::text[], %(dkey)s::text[], %(importance)s::float8[],
     %(confidence)s::float8[]) AS x(actor, type, dedup_key, importance, confidence)
 WHERE m.actor = x.actor AND m.type = x.type AND m.dedup_key = x.dedup_key
-RETURNING {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))}, m.dedup_key
+RETURNING {", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))}, m.dedup_key
 """
 
 

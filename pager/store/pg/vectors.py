@@ -138,20 +138,30 @@ class VectorsMixin:
         elif have is not None and dim is not None and have != dim:
             raise DimensionMismatch(f"model {model!r} has {have}-d vectors in this store, got {dim}-d")
         if have is not None and index is None:
-            conn.execute("UPDATE embed_models SET index_name = %s WHERE model = %s",
-                         [self._create_index(conn, model, int(have)), model])
+            conn.execute(
+                "UPDATE embed_models SET index_name = %s WHERE model = %s",
+                [self._create_index(conn, model, int(have)), model],
+            )
 
     def _create_index(self, conn: Conn, model: str, dim: int) -> str:
         kind = index_type(dim)
         if kind is None:
             return ""  # beyond pgvector's index limits: searched exactly
         name = "vectors_hnsw_" + hashlib.sha1(model.encode("utf-8")).hexdigest()[:16]  # noqa: S324 - a name
-        conn.execute(sql.SQL(
-            "CREATE INDEX IF NOT EXISTS {name} ON vectors USING hnsw ((vec::{kind}({dim})) {ops})"
-            " WITH (m = {m}, ef_construction = {efc}) WHERE model = {model}"
-        ).format(name=sql.Identifier(name), kind=sql.SQL(kind), dim=sql.Literal(dim),
-                 ops=sql.SQL(f"{kind}_cosine_ops"), m=sql.Literal(self.options.hnsw_m),
-                 efc=sql.Literal(self.options.hnsw_ef_construction), model=sql.Literal(model)))
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {name} ON vectors USING hnsw ((vec::{kind}({dim})) {ops})"
+                " WITH (m = {m}, ef_construction = {efc}) WHERE model = {model}"
+            ).format(
+                name=sql.Identifier(name),
+                kind=sql.SQL(kind),
+                dim=sql.Literal(dim),
+                ops=sql.SQL(f"{kind}_cosine_ops"),
+                m=sql.Literal(self.options.hnsw_m),
+                efc=sql.Literal(self.options.hnsw_ef_construction),
+                model=sql.Literal(model),
+            )
+        )
         return name
 
     def _requeue(self, conn: Conn, labels: Sequence[int], actor: str) -> None:
@@ -190,8 +200,13 @@ class VectorsMixin:
         for i, label in enumerate(labels.tolist()):
             first.setdefault(int(label), i)  # a label repeated in one call keeps its first row (as DuckDB does)
         keep = sorted(first.values())
-        params = {"label": [int(labels[i]) for i in keep], "chash": [content_hashes[i] for i in keep],
-                  "vec": rows(vectors[keep]), "model": model, "dim": dim}
+        params = {
+            "label": [int(labels[i]) for i in keep],
+            "chash": [content_hashes[i] for i in keep],
+            "vec": rows(vectors[keep]),
+            "model": model,
+            "dim": dim,
+        }
         stored, _ = self._db.write(lambda conn, audit: conn.execute(_PUT, params).fetchall())
         self._note_growth(len(stored))
         return np.array([int(r[0]) for r in stored], dtype=np.int64)
@@ -225,7 +240,8 @@ class VectorsMixin:
     def _vectors_where(self, actor: str, model: str, seq: int) -> tuple[LabelArray, FloatMatrix]:
         found = self._db.rows(
             "SELECT label, vec FROM vectors WHERE actor = %s AND model = %s AND seq > %s ORDER BY label",
-            [actor, model, seq], binary=True,
+            [actor, model, seq],
+            binary=True,
         )
         if not found:
             return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
@@ -240,8 +256,9 @@ class VectorsMixin:
         return int(row[0]), int(row[1])
 
     def vector_labels(self, actor: str, model: str) -> LabelArray:
-        found = self._db.rows("SELECT label FROM vectors WHERE actor = %s AND model = %s ORDER BY label",
-                              [actor, model])
+        found = self._db.rows(
+            "SELECT label FROM vectors WHERE actor = %s AND model = %s ORDER BY label", [actor, model]
+        )
         return np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
 
     def vector_models(self, actor: str) -> dict[str, int]:
@@ -261,7 +278,9 @@ class VectorsMixin:
             else:  # other actors still use it: this actor's memories are pending for it again
                 conn.execute(
                     "INSERT INTO embed_queue (model, label, actor) SELECT %(m)s, label, actor FROM memories"
-                    " WHERE actor = %(a)s ON CONFLICT DO NOTHING", {"m": model, "a": actor})
+                    " WHERE actor = %(a)s ON CONFLICT DO NOTHING",
+                    {"m": model, "a": actor},
+                )
             audit.append((actor, "migration", f"model:{model}", f"dropped:{dropped}", None))
             return int(dropped)
 
@@ -275,8 +294,13 @@ class VectorsMixin:
     def pending(self, actor: str, model: str, limit: int) -> list[PendingItem]:
         """Jobs for ``model``, claimed for this process for ``claim_seconds`` (its own claims repeat)."""
         self.ensure_model(model)
-        params = {"model": model, "actor": actor, "me": self.claimer, "limit": int(limit),
-                  "lease": float(self.options.claim_seconds)}
+        params = {
+            "model": model,
+            "actor": actor,
+            "me": self.claimer,
+            "limit": int(limit),
+            "lease": float(self.options.claim_seconds),
+        }
         found, _ = self._db.write(lambda conn, audit: conn.execute(_CLAIM, params).fetchall())
         return [PendingItem(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5]) for r in found]
 
@@ -284,21 +308,27 @@ class VectorsMixin:
         self.ensure_model(model)
         row = self._db.rows(
             "SELECT count(*), min(m.written_at), count(*) FILTER (WHERE q.attempts > 0) FROM embed_queue q"
-            " JOIN memories m ON m.label = q.label WHERE q.model = %s AND q.actor = %s", [model, actor],
+            " JOIN memories m ON m.label = q.label WHERE q.model = %s AND q.actor = %s",
+            [model, actor],
         )[0]
         return PendingStats(count=int(row[0]), oldest_created_at=maybe_utc(row[1]), failing=int(row[2]))
 
     def record_embed_failure(self, model: str, labels: Sequence[int], error: str) -> None:
         """Count the failure and release the claim, so another process may try (with its backoff)."""
-        self._db.write(lambda conn, audit: conn.execute(
-            "UPDATE embed_queue SET attempts = attempts + 1, last_error = %s, last_at = now(),"
-            " claimed_by = NULL, claimed_until = NULL WHERE model = %s AND label = ANY(%s)",
-            [error.replace("\x00", "")[:2000], model, [int(x) for x in labels]]))
+        self._db.write(
+            lambda conn, audit: conn.execute(
+                "UPDATE embed_queue SET attempts = attempts + 1, last_error = %s, last_at = now(),"
+                " claimed_by = NULL, claimed_until = NULL WHERE model = %s AND label = ANY(%s)",
+                [error.replace("\x00", "")[:2000], model, [int(x) for x in labels]],
+            )
+        )
 
     def queued_labels(self, actor: str, model: str) -> list[int]:
         """Memories of ``actor`` without a vector of ``model`` yet (what the salience lane covers)."""
-        return [int(r[0]) for r in self._db.rows(
-            "SELECT label FROM embed_queue WHERE model = %s AND actor = %s", [model, actor])]
+        return [
+            int(r[0])
+            for r in self._db.rows("SELECT label FROM embed_queue WHERE model = %s AND actor = %s", [model, actor])
+        ]
 
     # -- search -----------------------------------------------------------------------------
     def _dim(self, model: str) -> int | None:
@@ -336,7 +366,9 @@ class VectorsMixin:
         if len(found) < k and self.vector_state(actor, model)[0] > len(found):
             found = self._db.rows(  # a tiny actor among big ones, or no index: exact over the actor's rows
                 "SELECT label, 1 - (vec <=> %(q)b) AS score FROM vectors WHERE model = %(model)s"
-                " AND actor = %(actor)s ORDER BY score DESC, label LIMIT %(k)s", params)
+                " AND actor = %(actor)s ORDER BY score DESC, label LIMIT %(k)s",
+                params,
+            )
         hits = [(int(label), float(score)) for label, score in found]
         return sorted(hits, key=lambda h: (-h[1], h[0]))
 
@@ -347,11 +379,18 @@ class VectorsMixin:
         found = self._db.rows(
             "SELECT label, 1 - (vec <=> %(q)b) FROM vectors WHERE model = %(model)s AND actor = %(actor)s"
             " AND label = ANY(%(labels)s)",
-            {"q": PgVector(np.asarray(vector, dtype=np.float32).reshape(-1)), "model": model, "actor": actor,
-             "labels": [int(x) for x in labels]},
+            {
+                "q": PgVector(np.asarray(vector, dtype=np.float32).reshape(-1)),
+                "model": model,
+                "actor": actor,
+                "labels": [int(x) for x in labels],
+            },
         )
         return {int(label): float(score) for label, score in found}
 
     def has_vector(self, actor: str, model: str, label: int) -> bool:
-        return bool(self._db.rows(
-            "SELECT 1 FROM vectors WHERE label = %s AND model = %s AND actor = %s", [int(label), model, actor]))
+        return bool(
+            self._db.rows(
+                "SELECT 1 FROM vectors WHERE label = %s AND model = %s AND actor = %s", [int(label), model, actor]
+            )
+        )

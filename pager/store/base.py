@@ -1,4 +1,4 @@
-"""Connection handling, error translation and row decoding shared by the DuckDB store parts."""
+"""Connection handling, error translation and row decoding shared by the DuckDB store's collaborators."""
 
 from __future__ import annotations
 
@@ -156,14 +156,19 @@ class _Gate:
                 self._cond.notify_all()
 
 
-class DuckBase:
-    """Owns the DuckDB database object; one cursor per thread; writes serialised by one lock."""
+class DuckDb:
+    """Owns the DuckDB database object; one cursor per thread; writes serialised by one lock.
+
+    Every collaborator of the DuckDB store (reads, writes, vectors, journal, mirrors) is given
+    this object and nothing else of the store's state: it is the one place a cursor, a
+    transaction or an audit entry comes from.
+    """
 
     def __init__(self, path: str, read_only: bool = False) -> None:
         self._path = path
         self._read_only = read_only
         self._local = threading.local()
-        self._write_lock = threading.RLock()
+        self.write_lock = threading.RLock()
         self._gate = _Gate()
         self._generation = 0  # bumped when compaction reopens the file; stale cursors are replaced
         self._closed = False
@@ -179,7 +184,7 @@ class DuckBase:
     def location(self) -> str:
         return self._path
 
-    def _con(self) -> Any:
+    def con(self) -> Any:
         if self._closed:
             raise StoreError(f"store {self._path} is closed; open it again with mempager.open()")
         held = getattr(self._local, "con", None)
@@ -188,10 +193,10 @@ class DuckBase:
             self._local.con = held
         return held[1]
 
-    def _fetch(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    def fetch(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         with self._gate.shared():
             try:
-                return self._con().execute(sql, params or []).fetchall()  # type: ignore[no-any-return]
+                return self.con().execute(sql, params or []).fetchall()  # type: ignore[no-any-return]
             except duckdb.Error as exc:
                 raise translate(exc, self._path) from exc
 
@@ -201,12 +206,12 @@ class DuckBase:
         DuckDB leaves deleted rows' bytes in freed blocks; copying the live database into a new
         file and swapping it in (atomically, fsynced) is the only way to really erase them.
         """
-        with self._write_lock, self._gate.exclusive():
+        with self.write_lock, self._gate.exclusive():
             target = self._path + ".compact"
             for leftover in (target, target + ".wal"):
                 if os.path.exists(leftover):
                     os.remove(leftover)
-            con = self._con()
+            con = self.con()
             try:
                 con.execute("CHECKPOINT")
                 name = con.execute("SELECT current_database()").fetchone()[0]
@@ -228,10 +233,10 @@ class DuckBase:
             self._generation += 1
 
     @contextmanager
-    def _tx(self) -> Iterator[Any]:
+    def tx(self) -> Iterator[Any]:
         """A write transaction; rolls back and re-raises the original error untouched."""
-        with self._write_lock, self._gate.shared():
-            con = self._con()
+        with self.write_lock, self._gate.shared():
+            con = self.con()
             try:
                 con.execute("BEGIN TRANSACTION")
             except duckdb.Error as exc:
@@ -254,7 +259,7 @@ class DuckBase:
                 raise translate(exc, self._path) from exc
             self._publish_audit()
 
-    def _audit(self, con: Any, rows: Sequence[tuple[str, str, str, str]]) -> None:
+    def audit(self, con: Any, rows: Sequence[tuple[str, str, str, str]]) -> None:
         """Append (actor, op, uri, content_hash) entries inside the current transaction."""
         last = self._audit_pending[-1] if self._audit_pending else None
         tail = (last.seq, last.hash) if last else self._audit_tail
@@ -281,14 +286,18 @@ class DuckBase:
         if listener in self._audit_listeners:
             self._audit_listeners.remove(listener)
 
-    def _load_audit_tail(self) -> None:
-        rows = self._fetch("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")
+    def load_audit_tail(self) -> None:
+        rows = self.fetch("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")
         self._audit_tail = (int(rows[0][0]), rows[0][1]) if rows else (0, GENESIS)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         if self._closed:
             return
-        with self._write_lock:
+        with self.write_lock:
             self._closed = True
             try:
                 self._db.close()

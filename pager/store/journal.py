@@ -22,8 +22,8 @@ from typing import Any
 
 from mempager.errors import InvalidInput, MemoryNotFound
 from mempager.store.audit import verify as verify_chain
-from mempager.store.base import aware, naive_utc
-from mempager.types import AuditEntry, AuditReport, Memory, NewMemory, PutResult
+from mempager.store.base import DuckDb, aware, naive_utc
+from mempager.types import AuditEntry, AuditReport, Memory
 from mempager.validate import content_hash
 
 
@@ -76,14 +76,16 @@ def _now() -> datetime:
     return naive_utc(datetime.now(timezone.utc))
 
 
-class JournalMixin:
-    _fetch: Any
-    _tx: Any
-    _audit: Any
-    _write_lock: Any
-    _put_many: Any
-    _update_in: Any
-    _mirror: Any
+class Journal:
+    """Page injections, feedback claims, the review queue and the audit trail's reads.
+
+    ``close_in`` and ``forget_in`` run inside another's transaction: the write path
+    (``store.writes``) calls them so a review item closes, or a forgotten memory's rows go, in
+    the same transaction as the write.
+    """
+
+    def __init__(self, db: DuckDb) -> None:
+        self.db = db
 
     def audit_entries(
         self, actor: str | None = None, since: datetime | None = None, limit: int = 1000
@@ -96,7 +98,7 @@ class JournalMixin:
         if since is not None:
             where.append("recorded_at >= ?")
             params.append(naive_utc(since))
-        rows = self._fetch(
+        rows = self.db.fetch(
             f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
             [*params, int(limit)],
         )
@@ -104,14 +106,14 @@ class JournalMixin:
 
     def verify_audit(self) -> AuditReport:
         """Walk the whole chain (every actor: the chain is one per store)."""
-        rows = self._fetch(f"SELECT {_AUDIT_COLUMNS} FROM audit ORDER BY seq")
+        rows = self.db.fetch(f"SELECT {_AUDIT_COLUMNS} FROM audit ORDER BY seq")
         return verify_chain(rows)
 
     def record_injections(self, actor: str, turn: str, items: Sequence[tuple[str, str]]) -> None:
         """Remember which (uri, kind) a page injected for ``turn`` (re-recording is harmless)."""
         if not items:
             return
-        with self._tx() as con:
+        with self.db.tx() as con:
             for uri, kind in items:
                 con.execute(
                     "INSERT INTO injections VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -119,12 +121,14 @@ class JournalMixin:
                 )
 
     def injections(self, actor: str, turn: str) -> list[tuple[str, str]]:
-        rows = self._fetch("SELECT uri, kind FROM injections WHERE actor = ? AND turn = ? ORDER BY uri", [actor, turn])
+        rows = self.db.fetch(
+            "SELECT uri, kind FROM injections WHERE actor = ? AND turn = ? ORDER BY uri", [actor, turn]
+        )
         return [(r[0], r[1]) for r in rows]
 
     def claim_feedback(self, actor: str, turn: str, outcome: str) -> bool:
         """True the first time feedback for ``turn`` is recorded; False for an exact repeat."""
-        with self._tx() as con:
+        with self.db.tx() as con:
             row = con.execute("SELECT outcome FROM feedback_log WHERE actor = ? AND turn = ?", [actor, turn]).fetchall()
             if row:
                 if row[0][0] != outcome:
@@ -134,12 +138,12 @@ class JournalMixin:
                     )
                 return False
             con.execute("INSERT INTO feedback_log VALUES (?, ?, ?, ?)", [actor, turn, outcome, _now()])
-            self._audit(con, [(actor, "feedback", f"turn:{turn}", content_hash(outcome))])
+            self.db.audit(con, [(actor, "feedback", f"turn:{turn}", content_hash(outcome))])
         return True
 
     def review_add(self, actor: str, kind: str, payload: Mapping[str, Any]) -> str:
         review_id = secrets.token_hex(8)
-        with self._tx() as con:
+        with self.db.tx() as con:
             con.execute(
                 "INSERT INTO review_queue VALUES (?, ?, ?, ?, 'pending', ?, NULL, NULL)",
                 [review_id, actor, kind, json.dumps(dict(payload), sort_keys=True), _now()],
@@ -158,7 +162,7 @@ class JournalMixin:
         if status is not None:
             where += " AND status = ?"
             params.append(status)
-        rows = self._fetch(
+        rows = self.db.fetch(
             f"SELECT id, actor, kind, payload, status, created_at, decided_at, result_uri FROM review_queue "
             f"WHERE {where} ORDER BY created_at, id",
             params,
@@ -176,10 +180,10 @@ class JournalMixin:
 
     def review_close(self, actor: str, review_id: str, status: str, result_uri: str | None) -> None:
         """Decide an item; its payload keeps no text (see the module docstring)."""
-        with self._tx() as con:
-            self._close_in(con, actor, review_id, status, result_uri)
+        with self.db.tx() as con:
+            self.close_in(con, actor, review_id, status, result_uri)
 
-    def _close_in(self, con: Any, actor: str, review_id: str, status: str, result_uri: str | None) -> None:
+    def close_in(self, con: Any, actor: str, review_id: str, status: str, result_uri: str | None) -> None:
         rows = con.execute(  # the write lock is held: nobody closes it between this read and the update
             "SELECT payload FROM review_queue WHERE actor = ? AND id = ? AND status = 'pending'", [actor, review_id]
         ).fetchall()
@@ -190,33 +194,11 @@ class JournalMixin:
             " WHERE actor = ? AND id = ?",
             [status, _now(), result_uri, json.dumps(redact(json.loads(rows[0][0])), sort_keys=True), actor, review_id],
         )
-        self._audit(con, [(actor, "review", result_uri or f"review:{review_id}", content_hash(status))])
-
-    def review_accept(
-        self, actor: str, review_id: str, item: NewMemory, deprecate: Deprecate | None = None
-    ) -> PutResult:
-        """Write ``item``, optionally deprecate another memory, and close the item: one transaction.
-
-        A crash leaves either nothing done (the item still pending) or everything; an item that is
-        no longer pending raises ``InvalidInput`` and nothing is written.
-        """
-        changed: list[Memory] = []
-
-        def then(con: Any, results: list[PutResult]) -> None:
-            uri = results[0].memory.uri
-            if deprecate is not None:
-                memory_id, changes = deprecate
-                changed.append(self._update_in(con, actor, memory_id, "update", {**changes, "superseded_by": uri}))
-            self._close_in(con, actor, review_id, "accepted", uri)
-
-        with self._write_lock:
-            results: list[PutResult] = self._put_many([item], then=then)
-            self._mirror([results[0].memory, *changed])
-        return results[0]
+        self.db.audit(con, [(actor, "review", result_uri or f"review:{review_id}", content_hash(status))])
 
     def review_purge(self, actor: str, ids: Sequence[str] | None = None) -> int:
         """Delete the actor's review items (all of them when ``ids`` is None); returns how many."""
-        with self._tx() as con:
+        with self.db.tx() as con:
             rows = con.execute("SELECT id, payload FROM review_queue WHERE actor = ? ORDER BY id", [actor]).fetchall()
             wanted = None if ids is None else set(ids)
             doomed = [(r[0], r[1]) for r in rows if wanted is None or r[0] in wanted]
@@ -225,10 +207,10 @@ class JournalMixin:
                     "DELETE FROM review_queue WHERE actor = ? AND id IN (SELECT unnest(?))",
                     [actor, [rid for rid, _ in doomed]],
                 )
-                self._audit(con, purge_audit(actor, doomed))
+                self.db.audit(con, purge_audit(actor, doomed))
         return len(doomed)
 
-    def _forget_journal(self, con: Any, actor: str, gone: Sequence[Memory]) -> None:
+    def forget_in(self, con: Any, actor: str, gone: Sequence[Memory]) -> None:
         """Inside the delete's transaction: the review rows and injection records of ``gone``."""
         con.execute(
             "DELETE FROM injections WHERE actor = ? AND uri IN (SELECT unnest(?))",
@@ -243,4 +225,4 @@ class JournalMixin:
                 "DELETE FROM review_queue WHERE actor = ? AND id IN (SELECT unnest(?))",
                 [actor, [rid for rid, _ in doomed]],
             )
-            self._audit(con, purge_audit(actor, doomed))
+            self.db.audit(con, purge_audit(actor, doomed))

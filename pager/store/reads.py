@@ -1,6 +1,6 @@
 """Reads answered by SQL: filtered listings, dedup look-ups, and the reference salience query.
 
-The hot path (get, get_many, salience) is served by the in-process mirror in ``pager.table``;
+The hot path (get, get_many, salience) is served by the in-process mirror in ``store.mirror``;
 these are the slower, exhaustive reads and the references the mirror is tested against.
 """
 
@@ -12,29 +12,30 @@ from typing import Any
 
 from mempager.errors import InvalidInput
 from mempager.protocols import SalienceParams
-from mempager.store.base import MEMORY_COLUMNS, naive_utc, row_to_memory
+from mempager.store.base import MEMORY_COLUMNS, DuckDb, naive_utc, row_to_memory
 from mempager.types import Memory, MemoryType, Source
 
 
-class SqlReadsMixin:
-    _fetch: Any
+class SqlReads:
+    def __init__(self, db: DuckDb) -> None:
+        self.db = db
 
-    def _sql_get(self, actor: str, memory_id: str) -> Memory | None:
-        rows = self._fetch(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id = ?", [actor, memory_id])
+    def sql_get(self, actor: str, memory_id: str) -> Memory | None:
+        rows = self.db.fetch(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id = ?", [actor, memory_id])
         return row_to_memory(rows[0]) if rows else None
 
     def find(self, actor: str, type_: MemoryType, dedup_key: str) -> Memory | None:
-        rows = self._fetch(
+        rows = self.db.fetch(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE dedup_key = ? AND actor = ? AND type = ?"
             " ORDER BY label LIMIT 1",
             [dedup_key, actor, type_.value],
         )
         return row_to_memory(rows[0]) if rows else None
 
-    def _sql_get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
+    def sql_get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
         if not len(labels):
             return {}
-        rows = self._fetch(
+        rows = self.db.fetch(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND label IN (SELECT unnest(?))",
             [actor, [int(x) for x in labels]],
         )
@@ -81,7 +82,7 @@ class SqlReadsMixin:
         }
         if order not in orders:
             raise InvalidInput(f"order must be one of {sorted(orders)}, got {order!r}")
-        rows = self._fetch(
+        rows = self.db.fetch(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
             f"ORDER BY {orders[order]} LIMIT ? OFFSET ?",
             [*params, int(limit), int(offset)],
@@ -96,7 +97,7 @@ class SqlReadsMixin:
             f"WHEN '{t.value}' THEN {float(params.half_life_days.get(t, params.default_half_life_days))}"
             for t in MemoryType
         )
-        rows = self._fetch(
+        rows = self.db.fetch(
             "SELECT label, "
             f"? * pow(0.5, greatest(0, date_diff('second', created_at, ?::TIMESTAMP)) / 86400.0"
             f" / (CASE type {half} ELSE {float(params.default_half_life_days)} END))"
@@ -120,8 +121,18 @@ class SqlReadsMixin:
         return [(int(label), float(score)) for label, score in rows]
 
     def counts(self, actor: str) -> dict[str, int]:
-        rows = self._fetch("SELECT type, count(*) FROM memories WHERE actor = ? GROUP BY type ORDER BY type", [actor])
+        rows = self.db.fetch("SELECT type, count(*) FROM memories WHERE actor = ? GROUP BY type ORDER BY type", [actor])
         return {t: int(c) for t, c in rows}
 
     def actors(self) -> list[str]:
-        return [r[0] for r in self._fetch("SELECT DISTINCT actor FROM memories ORDER BY actor")]
+        return [r[0] for r in self.db.fetch("SELECT DISTINCT actor FROM memories ORDER BY actor")]
+
+    def texts_since(self, actor: str, rev: int) -> tuple[list[int], list[str]]:
+        """(labels, texts) of the actor's memories written or re-worded after revision ``rev``."""
+        rows = self.db.fetch(
+            "SELECT label, text FROM memories WHERE actor = ? AND rev > ? ORDER BY label", [actor, int(rev)]
+        )
+        return [int(r[0]) for r in rows], [r[1] for r in rows]
+
+    def max_rev(self, actor: str) -> int:
+        return int(self.db.fetch("SELECT coalesce(max(rev), 0) FROM memories WHERE actor = ?", [actor])[0][0])

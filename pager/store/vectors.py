@@ -15,7 +15,7 @@ import numpy as np
 
 from mempager.errors import DimensionMismatch, InvalidInput, NonFiniteVector
 from mempager.protocols import PendingItem, PendingStats
-from mempager.store.base import aware, naive_utc
+from mempager.store.base import DuckDb, aware, naive_utc
 from mempager.types import FloatMatrix, LabelArray, as_labels
 
 _PENDING = (
@@ -26,10 +26,9 @@ _PENDING = (
 )
 
 
-class VectorsMixin:
-    _fetch: Any
-    _tx: Any
-    _audit: Any
+class Vectors:
+    def __init__(self, db: DuckDb) -> None:
+        self.db = db
 
     def put_vectors(
         self, model: str, labels: LabelArray, vectors: FloatMatrix, content_hashes: Sequence[str]
@@ -60,7 +59,7 @@ class VectorsMixin:
             "content_hash": np.array(list(content_hashes), dtype=object),
             "vec": blobs,
         }
-        with self._tx() as con:
+        with self.db.tx() as con:
             existing_dim = con.execute("SELECT any_value(dim) FROM vectors WHERE model = ?", [model]).fetchone()[0]
             if existing_dim is not None and int(existing_dim) != dim:
                 raise DimensionMismatch(
@@ -90,7 +89,7 @@ class VectorsMixin:
         return self._vectors_where(actor, model, "AND v.seq > ?", [int(seq)])
 
     def _vectors_where(self, actor: str, model: str, extra: str, params: list[Any]) -> tuple[LabelArray, FloatMatrix]:
-        rows = self._fetch(
+        rows = self.db.fetch(
             "SELECT v.label, v.dim, v.vec FROM vectors v JOIN memories m ON m.label = v.label "
             f"WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash {extra} "
             "ORDER BY v.label",
@@ -105,7 +104,7 @@ class VectorsMixin:
 
     def vector_state(self, actor: str, model: str) -> tuple[int, int]:
         """(count, max sequence) of this actor's current vectors of ``model``."""
-        row = self._fetch(
+        row = self.db.fetch(
             "SELECT count(*), coalesce(max(v.seq), 0) FROM vectors v JOIN memories m"
             " ON m.label = v.label WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash",
             [actor, model],
@@ -113,7 +112,7 @@ class VectorsMixin:
         return int(row[0]), int(row[1])
 
     def vector_labels(self, actor: str, model: str) -> LabelArray:
-        rows = self._fetch(
+        rows = self.db.fetch(
             "SELECT v.label FROM vectors v JOIN memories m ON m.label = v.label "
             "WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash ORDER BY v.label",
             [actor, model],
@@ -121,7 +120,7 @@ class VectorsMixin:
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def vector_models(self, actor: str) -> dict[str, int]:
-        rows = self._fetch(
+        rows = self.db.fetch(
             "SELECT v.model, count(*) FROM vectors v JOIN memories m ON m.label = v.label "
             "WHERE m.actor = ? GROUP BY v.model ORDER BY v.model",
             [actor],
@@ -129,17 +128,17 @@ class VectorsMixin:
         return {m: int(c) for m, c in rows}
 
     def drop_vectors(self, actor: str, model: str) -> int:
-        with self._tx() as con:
+        with self.db.tx() as con:
             rows = con.execute(
                 "DELETE FROM vectors WHERE model = ? AND label IN "
                 "(SELECT label FROM memories WHERE actor = ?) RETURNING label",
                 [model, actor],
             ).fetchall()
-            self._audit(con, [(actor, "migration", f"model:{model}", f"dropped:{len(rows)}")])
+            self.db.audit(con, [(actor, "migration", f"model:{model}", f"dropped:{len(rows)}")])
         return len(rows)
 
     def pending(self, actor: str, model: str, limit: int) -> list[PendingItem]:
-        rows = self._fetch(
+        rows = self.db.fetch(
             "SELECT m.label, m.actor, m.text, m.content_hash, coalesce(f.attempts, 0), f.last_error "
             f"{_PENDING} ORDER BY coalesce(f.attempts, 0), m.label LIMIT ?",
             [model, model, actor, int(limit)],
@@ -147,12 +146,12 @@ class VectorsMixin:
         return [PendingItem(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5]) for r in rows]
 
     def pending_stats(self, actor: str, model: str) -> PendingStats:
-        row = self._fetch(f"SELECT count(*), min(m.written_at), count(f.label) {_PENDING}", [model, model, actor])[0]
+        row = self.db.fetch(f"SELECT count(*), min(m.written_at), count(f.label) {_PENDING}", [model, model, actor])[0]
         return PendingStats(count=int(row[0]), oldest_created_at=aware(row[1]), failing=int(row[2]))
 
     def record_embed_failure(self, model: str, labels: Sequence[int], error: str) -> None:
         now = naive_utc(datetime.now(timezone.utc))
-        with self._tx() as con:
+        with self.db.tx() as con:
             con.execute(
                 "INSERT INTO embed_failures (label, model, attempts, last_error, last_at) "
                 "SELECT unnest(?), ?, 1, ?, ? "

@@ -27,7 +27,7 @@ ops = st.lists(
 
 
 def _snapshot(store: DuckDBStore, actor: str) -> dict[int, object]:
-    return store._sql_get_many(actor, [m.label for m in store.query(actor, limit=10**9)])
+    return store.reads.sql_get_many(actor, [m.label for m in store.query(actor, limit=10**9)])
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])

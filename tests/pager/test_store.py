@@ -24,8 +24,8 @@ from mempager.store.migrations import LATEST
 def test_migrations_recorded_and_newer_schema_refused(tmp_path: Path) -> None:
     path = tmp_path / "m.duckdb"
     s = DuckDBStore(path)
-    assert s._fetch("SELECT max(version) FROM schema_migrations")[0][0] == LATEST
-    s._fetch("INSERT INTO schema_migrations (version, name) VALUES (?, 'from the future')", [LATEST + 1])
+    assert s.db.fetch("SELECT max(version) FROM schema_migrations")[0][0] == LATEST
+    s.db.fetch("INSERT INTO schema_migrations (version, name) VALUES (?, 'from the future')", [LATEST + 1])
     s.close()
     with pytest.raises(SchemaTooNew, match="upgrade mempager"):
         DuckDBStore(path)

@@ -9,7 +9,7 @@ from mempager.errors import InvalidInput
 from mempager.lanes.retrieval import Retriever
 from mempager.patterns import PatternSpec
 from mempager.protocols import Store
-from mempager.store.duckdb import dedup_key_of
+from mempager.store.writes import dedup_key_of
 from mempager.types import Memory, MemoryType, NewMemory
 from mempager.validate import parse_time
 from mempager.writing.build import MemoryBuilder

@@ -134,7 +134,7 @@ def raw_sql(store: Any, query: str) -> list[tuple[Any, ...]]:
     """Run SQL behind the store's back (tampering tests); both dialects accept what the tests send."""
     if is_pg(store):
         return store._db.rows(query)  # type: ignore[no-any-return]
-    return store._fetch(query)  # type: ignore[no-any-return]
+    return store.db.fetch(query)  # type: ignore[no-any-return]
 
 
 def child_env() -> dict[str, str]:

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import json
-import logging
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from mempager.errors import InvalidInput, MemoryNotFound
 from mempager.store.audit import verify as verify_chain
-from mempager.store.journal import Deprecate, ReviewItem, purge_audit, redact, referring
+from mempager.store.journal import Deprecate, ReviewItem, purge_audit
 from mempager.store.pg.db import AuditRow, Conn, Db
+from mempager.store.pg.journal_tx import close_review
+from mempager.store.pg.listeners import PgListeners
 from mempager.store.pg.rows import maybe_utc, utc
+from mempager.store.pg.writes import PgWrites
 from mempager.types import AuditEntry, AuditReport, Memory, NewMemory, PutResult
 from mempager.validate import content_hash
 
-log = logging.getLogger("mempager.pgstore")
 _AUDIT_COLUMNS = "seq, recorded_at, actor, op, uri, content_hash, prev_hash, hash"
 _REVIEW_COLUMNS = "id, actor, kind, payload, status, created_at, decided_at, result_uri"
 
@@ -30,15 +31,17 @@ def _review(row: Sequence[Any]) -> ReviewItem:
     return ReviewItem(row[0], row[1], row[2], json.loads(row[3]), row[4], utc(row[5]), maybe_utc(row[6]), row[7])
 
 
-class JournalMixin:
-    """Review items follow the erasure rules described in ``pager.store_journal``."""
+class PgJournal:
+    """Review items follow the erasure rules described in ``pager.store_journal``.
 
-    _db: Db
-    _audit_listeners: list[Callable[[AuditEntry], None]]
-    _put_args: Any
-    _put_tx: Any
-    _update_tx: Any
-    _after: Any
+    ``writes`` runs the memory side of ``review_accept`` inside its transaction; ``listeners``
+    hear about every committed entry.
+    """
+
+    def __init__(self, db: Db, listeners: PgListeners, writes: PgWrites) -> None:
+        self._db = db
+        self._listeners = listeners
+        self._writes = writes
 
     # -- audit ----------------------------------------------------------------------------
     def audit_entries(
@@ -62,22 +65,6 @@ class JournalMixin:
         """Walk the whole chain (every actor: the chain is one per store)."""
         found = self._db.rows(f"SELECT {_AUDIT_COLUMNS} FROM audit ORDER BY seq")
         return verify_chain([(int(r[0]), utc(r[1]).replace(tzinfo=None), *r[2:]) for r in found])
-
-    def add_audit_listener(self, listener: Callable[[AuditEntry], None]) -> None:
-        """``listener(entry)`` after each audit entry this process commits."""
-        self._audit_listeners.append(listener)
-
-    def remove_audit_listener(self, listener: Callable[[AuditEntry], None]) -> None:
-        if listener in self._audit_listeners:
-            self._audit_listeners.remove(listener)
-
-    def _publish(self, entries: Sequence[AuditEntry]) -> None:
-        for listener in list(self._audit_listeners):
-            for entry in entries:
-                try:
-                    listener(entry)
-                except Exception:  # noqa: BLE001 - the write is durable; a broken listener must not undo it
-                    log.exception("on_audit_event listener failed for audit entry %d", entry.seq)
 
     # -- page injections and feedback ---------------------------------------------------------
     def record_injections(self, actor: str, turn: str, items: Sequence[tuple[str, str]]) -> None:
@@ -121,7 +108,7 @@ class JournalMixin:
             return False
 
         first, entries = self._db.write(body)
-        self._publish(entries)
+        self._listeners.publish(entries)
         return first
 
     # -- review queue -------------------------------------------------------------------------
@@ -162,34 +149,8 @@ class JournalMixin:
 
     def review_close(self, actor: str, review_id: str, status: str, result_uri: str | None) -> None:
         """Decide an item; its payload keeps no text."""
-        _, entries = self._db.write(
-            lambda conn, audit: self._close_tx(conn, audit, actor, review_id, status, result_uri)
-        )
-        self._publish(entries)
-
-    @staticmethod
-    def _close_tx(
-        conn: Conn, audit: list[AuditRow], actor: str, review_id: str, status: str, result_uri: str | None
-    ) -> None:
-        row = conn.execute(  # FOR UPDATE: a concurrent decision waits, then finds it decided
-            "SELECT payload FROM review_queue WHERE actor = %s AND id = %s AND status = 'pending' FOR UPDATE",
-            [actor, review_id],
-        ).fetchone()
-        if row is None:
-            raise InvalidInput(f"review item {review_id!r} is not pending; it was decided already")
-        conn.execute(
-            "UPDATE review_queue SET status = %s, decided_at = %s, result_uri = %s, payload = %s"
-            " WHERE actor = %s AND id = %s",
-            [
-                status,
-                datetime.now(timezone.utc),
-                result_uri,
-                json.dumps(redact(json.loads(row[0])), sort_keys=True),
-                actor,
-                review_id,
-            ],
-        )
-        audit.append((actor, "review", result_uri or f"review:{review_id}", content_hash(status), None))
+        _, entries = self._db.write(lambda conn, audit: close_review(conn, audit, actor, review_id, status, result_uri))
+        self._listeners.publish(entries)
 
     def review_accept(
         self, actor: str, review_id: str, item: NewMemory, deprecate: Deprecate | None = None
@@ -198,23 +159,23 @@ class JournalMixin:
 
         An item that is no longer pending raises ``InvalidInput`` and nothing is written.
         """
-        keys, payload = self._put_args([item])
+        keys, payload = self._writes.put_args([item])
 
         def body(conn: Conn, audit: list[AuditRow]) -> tuple[PutResult, list[Memory]]:
-            (result,) = self._put_tx(conn, audit, [item], keys, payload)
+            (result,) = self._writes.put_tx(conn, audit, [item], keys, payload)
             changed = [result.memory]
             if deprecate is not None:
                 memory_id, changes = deprecate
                 changed.append(
-                    self._update_tx(
+                    self._writes.update_tx(
                         conn, audit, actor, memory_id, "update", {**changes, "superseded_by": result.memory.uri}
                     )
                 )
-            self._close_tx(conn, audit, actor, review_id, "accepted", result.memory.uri)
+            close_review(conn, audit, actor, review_id, "accepted", result.memory.uri)
             return result, changed
 
         (result, changed), entries = self._db.write(body)
-        self._after(entries, changed)
+        self._listeners.after(entries, changed)
         return result
 
     def review_purge(self, actor: str, ids: Sequence[str] | None = None) -> int:
@@ -235,21 +196,5 @@ class JournalMixin:
             return len(doomed)
 
         count, entries = self._db.write(body)
-        self._publish(entries)
+        self._listeners.publish(entries)
         return count
-
-    @staticmethod
-    def _forget_journal(conn: Conn, audit: list[AuditRow], actor: str, gone: Sequence[Memory]) -> None:
-        """Inside the delete's transaction: the review rows and injection records of ``gone``."""
-        conn.execute(
-            "DELETE FROM injections WHERE actor = %s AND uri = ANY(%s)", [actor, sorted({m.uri for m in gone})]
-        )
-        rows = conn.execute(
-            "SELECT id, payload, result_uri FROM review_queue WHERE actor = %s ORDER BY id FOR UPDATE", [actor]
-        ).fetchall()
-        doomed = referring(rows, gone)
-        if doomed:
-            conn.execute(
-                "DELETE FROM review_queue WHERE actor = %s AND id = ANY(%s)", [actor, [rid for rid, _ in doomed]]
-            )
-            audit.extend((*row, None) for row in purge_audit(actor, doomed))

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
+from typing import Any
 from urllib.parse import unquote
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from mempager.errors import ConfigError
 
@@ -133,3 +137,28 @@ def describe(parts: dict[str, str], schema: str) -> str:
     where = f"{user + '@' if user else ''}{'' if socket_dir else host}{':' + port if port else ''}"
     query = (f"host={host}&" if socket_dir else "") + f"schema={schema}"
     return f"postgresql://{where}/{parts.get('dbname', '')}?{query}"
+
+
+def resolve(url: str, options: dict[str, Any]) -> tuple[str, dict[str, str], PgOptions, str | None]:
+    """(libpq conninfo, its parsed parts, the validated PgOptions, the password) for ``url`` and ``options``.
+
+    Each option may be given as a keyword or as a URL parameter, not both with different values.
+    """
+    conninfo, in_url = split_options(url)
+    secret = password_of(conninfo)
+    unknown = set(options) - PgOptions.names()
+    if unknown:
+        raise ConfigError(f"unknown PostgreSQL store options {sorted(unknown)}; known: {sorted(PgOptions.names())}")
+    for name, value in typed_options(in_url).items():
+        if options.setdefault(name, value) != value:
+            raise ConfigError(f"{name} given twice: {value!r} in the URL and {options[name]!r} as an option")
+    opts = PgOptions(**options)
+    try:
+        parts = {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}
+    except psycopg.Error as exc:
+        # not chained: the parser's message quotes the URL, password included
+        raise ConfigError(
+            f"the PostgreSQL URL could not be parsed ({scrub(str(exc), secret)}); expected "
+            "postgresql://user:password@host:5432/dbname?schema=name"
+        ) from None
+    return conninfo, parts, opts, secret

@@ -44,8 +44,11 @@ WHERE a.actor = %s AND a.seq > %s AND a.label IS NOT NULL AND a.op <> 'reinforce
 """
 
 
-class ReadsMixin:
-    _db: Db
+class PgReads:
+    """Read-only queries over the memories table and the audit trail."""
+
+    def __init__(self, db: Db) -> None:
+        self._db = db
 
     def get(self, actor: str, memory_id: str) -> Memory | None:
         rows = self._db.rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND id = %s", [actor, memory_id])

@@ -4,63 +4,52 @@ Every write is one transaction, durable (the server's WAL) and visible to every 
 when the call returns. Dedup is the UNIQUE (actor, type, dedup_key) constraint with
 ``INSERT ... ON CONFLICT DO UPDATE``: concurrent writers of the same words reinforce one memory
 instead of racing to insert two. Nothing is cached in the process except what the lanes derive.
+
+``PostgresStore`` is a facade over explicit collaborators sharing one ``Db`` (the pool):
+``PgWrites`` (memories), ``PgReads``, ``PgJournal`` (audit, injections, feedback, review queue),
+``PgModels`` (registration and indexes), ``PgEmbedQueue`` and ``PgVectors``; ``PgListeners``
+holds this process's change and audit listeners. Every public method delegates to one of them.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import secrets
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-import psycopg
-from psycopg import errors as pg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
-
-from mempager.errors import ConfigError, InvalidInput, MemoryNotFound, StoreError
-from mempager.store.duckdb import dedup_key_of
-from mempager.store.pg.db import AuditRow, Conn, Db
-from mempager.store.pg.errors import reject_nul
-from mempager.store.pg.journal import JournalMixin
-from mempager.store.pg.options import PgOptions, describe, password_of, scrub, split_options, typed_options
-from mempager.store.pg.reads import ReadsMixin
-from mempager.store.pg.rows import MEMORY_COLUMNS, row_to_memory, utc
-from mempager.store.pg.rows import maybe_utc as _maybe_utc
-from mempager.store.pg.upsert import BUMP, UPSERT, Key, plan
-from mempager.store.pg.vectors import VectorsMixin
-from mempager.types import Memory, NewMemory, PutResult, Source
-from mempager.validate import content_hash
-
-log = logging.getLogger("mempager.pgstore")
-ChangeListener = Callable[[Sequence[Memory], Sequence[int]], None]
-_UPDATABLE = frozenset(
-    {
-        "text",
-        "strength",
-        "confidence",
-        "importance",
-        "metadata",
-        "tags",
-        "superseded_by",
-        "valid_until",
-        "dedup_key",
-        "access_count",
-        "last_accessed_at",
-        "source",
-    }
+from mempager.protocols import PendingItem, PendingStats, SalienceParams
+from mempager.store.journal import Deprecate, ReviewItem
+from mempager.store.pg.compaction import compact
+from mempager.store.pg.db import Db
+from mempager.store.pg.embed_queue import PgEmbedQueue
+from mempager.store.pg.journal import PgJournal
+from mempager.store.pg.listeners import ChangeListener, PgListeners
+from mempager.store.pg.models import PgModels
+from mempager.store.pg.options import PgOptions, describe, resolve
+from mempager.store.pg.reads import PgReads
+from mempager.store.pg.vectors import PgVectors
+from mempager.store.pg.writes import PgWrites
+from mempager.types import (
+    AuditEntry,
+    AuditReport,
+    FloatMatrix,
+    LabelArray,
+    Memory,
+    MemoryType,
+    NewMemory,
+    PutResult,
+    Source,
 )
+
 _OPEN: dict[tuple[str, PgOptions], PostgresStore] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
+class PostgresStore:
     def __init__(
         self, conninfo: str, parts: dict[str, str], options: PgOptions, location: str, secret: str | None
     ) -> None:
@@ -72,13 +61,14 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
         self.claimer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._users = 1
         self._closed = False
-        self._listen_lock = threading.RLock()
-        self._change_listeners: dict[str, list[ChangeListener]] = {}
-        self._audit_listeners: list[Callable[[Any], None]] = []
-        self._dims: dict[str, int] = {}
-        self._dims_lock = threading.Lock()
-        self._grown, self._analyzed_rows = 0, 0
         self._key: tuple[str, PgOptions] | None = None  # set when shared through open_pg_store
+        self._listeners = PgListeners()
+        self._writes = PgWrites(self._db, self._listeners)
+        self._reads = PgReads(self._db)
+        self._journal = PgJournal(self._db, self._listeners, self._writes)
+        self._models = PgModels(self._db, options)
+        self._queue = PgEmbedQueue(self._db, self._models, self.claimer, options.claim_seconds)
+        self._vectors = PgVectors(self._db, self._models, self._listeners)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._location!r})"
@@ -92,217 +82,258 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
     def closed(self) -> bool:
         return self._closed
 
-    # -- writes ---------------------------------------------------------------------------
+    # -- writes (PgWrites) --------------------------------------------------------------------
     def put(self, item: NewMemory) -> PutResult:
-        return self.put_many([item])[0]
+        """Write one memory (or reinforce the one with the same words)."""
+        return self._writes.put(item)
 
     def put_many(self, items: Sequence[NewMemory]) -> list[PutResult]:
         """All or nothing, in one transaction; repeats (in the batch or the store) reinforce."""
-        if not items:
-            return []
-        keys, payload = self._put_args(items)
-        results, entries = self._db.write(lambda conn, audit: self._put_tx(conn, audit, items, keys, payload))
-        self._after(entries, _unique([r.memory for r in results]))
-        return results
-
-    @staticmethod
-    def _put_args(items: Sequence[NewMemory]) -> tuple[list[str], dict[str, list[str]]]:
-        """Dedup keys and serialised fields, built once outside the retry loop: a retried body must
-        send the same thing."""
-        for item in items:
-            reject_nul("text", [item.text])
-            reject_nul("tags", list(item.tags))
-        keys = [dedup_key_of(it) for it in items]
-        return keys, {
-            "metadata": [json.dumps(dict(it.metadata), sort_keys=True) for it in items],
-            "tags": [json.dumps(list(it.tags)) for it in items],
-        }
-
-    def _put_tx(
-        self,
-        conn: Conn,
-        audit: list[AuditRow],
-        items: Sequence[NewMemory],
-        keys: list[str],
-        payload: dict[str, list[str]],
-    ) -> list[PutResult]:
-        now = datetime.now(timezone.utc)
-        firsts, rounds = plan(items, keys)
-        order = list(firsts.values())
-        ids = [secrets.token_hex(8) for _ in order]
-        params: dict[str, Any] = {
-            "n": len(order),
-            "now": now,
-            "id": ids,
-            "actor": [items[i].actor for i in order],
-            "scope": [items[i].scope.value for i in order],
-            "type": [items[i].type.value for i in order],
-            "text": [items[i].text for i in order],
-            "source": [items[i].source.value for i in order],
-            "confidence": [float(items[i].confidence) for i in order],
-            "importance": [float(items[i].importance) for i in order],
-            "strength": [float(items[i].strength) for i in order],
-            "created": [_maybe_utc(items[i].created_at) for i in order],
-            "tags": [payload["tags"][i] for i in order],
-            "metadata": [payload["metadata"][i] for i in order],
-            "chash": [content_hash(items[i].text) for i in order],
-            "dkey": [keys[i] for i in order],
-        }
-        final: dict[Key, Memory] = {}
-        fresh = set(ids)
-        created: set[Key] = set()
-        for row in conn.execute(UPSERT, params).fetchall():
-            memory = row_to_memory(row)
-            k = (memory.actor, memory.type.value, row[19])
-            final[k] = memory
-            if memory.id in fresh:
-                created.add(k)
-        for repeat in rounds:
-            bump = {
-                "now": now,
-                "actor": [items[i].actor for i in repeat],
-                "type": [items[i].type.value for i in repeat],
-                "dkey": [keys[i] for i in repeat],
-                "importance": [float(items[i].importance) for i in repeat],
-                "confidence": [float(items[i].confidence) for i in repeat],
-            }
-            for row in conn.execute(BUMP, bump).fetchall():
-                memory = row_to_memory(row)
-                final[(memory.actor, memory.type.value, row[19])] = memory
-        results = []
-        for i, (item, key) in enumerate(zip(items, keys, strict=True)):
-            k = (item.actor, item.type.value, key)
-            results.append(PutResult(memory=final[k], created=firsts[k] == i and k in created))
-        audit.extend(
-            (
-                r.memory.actor,
-                "remember" if r.created else "reinforce",
-                r.memory.uri,
-                r.memory.content_hash,
-                r.memory.label,
-            )
-            for r in results
-        )
-        return results
+        return self._writes.put_many(items)
 
     def update(self, actor: str, memory_id: str, op: str = "update", **changes: object) -> Memory:
-        got, entries = self._db.write(lambda conn, audit: self._update_tx(conn, audit, actor, memory_id, op, changes))
-        self._after(entries, [got])
-        return got
-
-    def _update_tx(
-        self, conn: Conn, audit: list[AuditRow], actor: str, memory_id: str, op: str, changes: dict[str, object]
-    ) -> Memory:
-        """The update inside an open transaction; the caller tells the listeners after commit."""
-        unknown = set(changes) - _UPDATABLE
-        if unknown:
-            raise InvalidInput(f"cannot update {sorted(unknown)}; updatable fields: {sorted(_UPDATABLE)}")
-        sets: list[sql.Composable] = [sql.SQL("updated_at = %s")]
-        params: list[Any] = [datetime.now(timezone.utc)]
-        for name, value in changes.items():
-            sets.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
-            params.append(_column_value(name, value))
-        if "text" in changes:
-            sets += [sql.SQL("content_hash = %s"), sql.SQL("rev = nextval('memory_rev_seq')")]
-            params.append(content_hash(str(changes["text"])))
-        query = sql.SQL("UPDATE memories SET {} WHERE actor = %s AND id = %s RETURNING {}").format(
-            sql.SQL(", ").join(sets), sql.SQL(MEMORY_COLUMNS)
-        )
-        before = None
-        if "text" in changes:
-            before = conn.execute(
-                "SELECT content_hash FROM memories WHERE actor = %s AND id = %s FOR UPDATE", [actor, memory_id]
-            ).fetchone()
-        try:
-            row = conn.execute(query, [*params, actor, memory_id]).fetchone()
-        except pg.UniqueViolation as exc:
-            raise InvalidInput(f"another {actor!r} memory of this type already has that dedup_key") from exc
-        if row is None:
-            raise MemoryNotFound(f"no memory {memory_id!r} for actor {actor!r}")
-        got = row_to_memory(row)
-        if before is not None and before[0] != got.content_hash:  # old vectors describe text that is gone
-            self._requeue(conn, [got.label], got.actor)
-        audit.append((actor, op, got.uri, got.content_hash, got.label))
-        return got
+        """Change the named fields of one memory; re-wording it re-queues it for every model."""
+        return self._writes.update(actor, memory_id, op, **changes)
 
     def delete(self, actor: str, memory_id: str) -> Memory | None:
         """Delete the memory and every vector made from it (bytes stay until ``compact``)."""
-        gone = self.delete_many(actor, [memory_id])
-        return gone[0] if gone else None
+        return self._writes.delete(actor, memory_id)
 
     def delete_many(self, actor: str, memory_ids: Sequence[str]) -> list[Memory]:
         """Delete these memories of ``actor`` in one transaction; unknown ids are skipped."""
-        if not memory_ids:
-            return []
-
-        def body(conn: Conn, audit: list[AuditRow]) -> list[Memory]:
-            rows = conn.execute(
-                f"DELETE FROM memories WHERE actor = %s AND id = ANY(%s) RETURNING {MEMORY_COLUMNS}",
-                [actor, list(memory_ids)],
-            ).fetchall()  # vectors and queued jobs go with them (ON DELETE CASCADE)
-            gone = sorted((row_to_memory(r) for r in rows), key=lambda m: m.label)
-            audit.extend((actor, "forget", m.uri, m.content_hash, m.label) for m in gone)
-            self._forget_journal(conn, audit, actor, gone)  # queued text and injection records go with them
-            return gone
-
-        gone, entries = self._db.write(body)
-        if gone:
-            self._after(entries, [], [m.label for m in gone], actor)
-        return gone
+        return self._writes.delete_many(actor, memory_ids)
 
     def touch(self, actor: str, labels: Sequence[int], when: datetime) -> None:
-        if not len(labels):
-            return
+        """Count an access to each labelled memory, at ``when``."""
+        self._writes.touch(actor, labels, when)
 
-        def body(conn: Conn, audit: list[AuditRow]) -> list[Memory]:
-            rows = conn.execute(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = %s"
-                f" WHERE actor = %s AND label = ANY(%s) RETURNING {MEMORY_COLUMNS}",
-                [utc(when), actor, [int(x) for x in labels]],
-            ).fetchall()
-            return [row_to_memory(r) for r in rows]
-
-        touched, entries = self._db.write(body)
-        self._after(entries, touched)
-
-    def compact(self) -> None:
-        """Rewrite the tables that held deleted memories' text and vectors, so their bytes are gone.
-
-        VACUUM FULL writes fresh table and index files from the live rows and drops the old ones
-        (it locks each table while it runs). A CHECKPOINT follows when the role may run one, so the
-        write-ahead log holding the old rows can be recycled; WAL archives and replicas are the
-        server operator's to manage.
-        """
-        tables = ("memories", "vectors", "embed_queue", "review_queue", "injections", "feedback_log")
-        self._db.maintenance([sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier(t)) for t in tables])
-        self._checkpoint()
-
-    # -- listeners ------------------------------------------------------------------------
-    def _after(
-        self, entries: Sequence[Any], changed: Sequence[Memory], removed: Sequence[int] = (), actor: str = ""
-    ) -> None:
-        """Tell this process's listeners about a committed change (other processes poll the audit)."""
-        with self._listen_lock:
-            by_actor: dict[str, list[Memory]] = {}
-            for memory in changed:
-                by_actor.setdefault(memory.actor, []).append(memory)
-            if removed:
-                by_actor.setdefault(actor, [])
-            for who, memories in by_actor.items():
-                for listener in list(self._change_listeners.get(who, ())):
-                    listener(memories, removed if who == actor else ())
-        self._publish(entries)
-
+    # -- listeners (PgListeners) ----------------------------------------------------------------
     def add_change_listener(self, actor: str, listener: ChangeListener) -> None:
         """``listener(upserted, removed_labels)`` after every change this process commits for ``actor``."""
-        with self._listen_lock:
-            self._change_listeners.setdefault(actor, []).append(listener)
+        self._listeners.add_change_listener(actor, listener)
 
     def remove_change_listener(self, actor: str, listener: ChangeListener) -> None:
-        with self._listen_lock:
-            listeners = self._change_listeners.get(actor, [])
-            if listener in listeners:
-                listeners.remove(listener)
+        """Stop telling ``listener`` about ``actor``'s changes."""
+        self._listeners.remove_change_listener(actor, listener)
+
+    def add_audit_listener(self, listener: Callable[[AuditEntry], None]) -> None:
+        """``listener(entry)`` after each audit entry this process commits."""
+        self._listeners.add_audit_listener(listener)
+
+    def remove_audit_listener(self, listener: Callable[[AuditEntry], None]) -> None:
+        """Stop handing audit entries to ``listener``."""
+        self._listeners.remove_audit_listener(listener)
+
+    # -- reads (PgReads) -------------------------------------------------------------------------
+    def get(self, actor: str, memory_id: str) -> Memory | None:
+        """The actor's memory with this id, or None."""
+        return self._reads.get(actor, memory_id)
+
+    def get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
+        """The actor's memories with these labels (unknown labels are left out)."""
+        return self._reads.get_many(actor, labels)
+
+    def uris(self, actor: str, labels: Sequence[int]) -> dict[int, str]:
+        """The URI of each labelled memory of the actor."""
+        return self._reads.uris(actor, labels)
+
+    def find(self, actor: str, type_: MemoryType, dedup_key: str) -> Memory | None:
+        """The actor's memory of ``type_`` with this dedup key, or None."""
+        return self._reads.find(actor, type_, dedup_key)
+
+    def query(
+        self,
+        actor: str,
+        *,
+        types: Sequence[MemoryType] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        sources: Sequence[Source] | None = None,
+        tags: Sequence[str] | None = None,
+        labels: Sequence[int] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        order: str = "newest",
+    ) -> list[Memory]:
+        """The actor's memories matching every filter given, in ``order``."""
+        return self._reads.query(
+            actor,
+            types=types,
+            since=since,
+            until=until,
+            sources=sources,
+            tags=tags,
+            labels=labels,
+            limit=limit,
+            offset=offset,
+            order=order,
+        )
+
+    def salience(
+        self,
+        actor: str,
+        types: Sequence[MemoryType],
+        params: SalienceParams,
+        limit: int,
+        only: Sequence[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """The salience score of ``pager.salience`` over current memories (or just ``only``), best first."""
+        return self._reads.salience(actor, types, params, limit, only)
+
+    def of_types(
+        self, actor: str, types: Sequence[MemoryType], order: str = "newest", limit: int = 1_000_000
+    ) -> list[Memory]:
+        """The actor's memories of ``types``, newest (or oldest) first."""
+        return self._reads.of_types(actor, types, order, limit)
+
+    def live_labels(self, actor: str) -> LabelArray:
+        """Every label the actor has, ascending."""
+        return self._reads.live_labels(actor)
+
+    def content_hashes(self, actor: str) -> dict[int, str]:
+        """label -> content hash of each of the actor's memories."""
+        return self._reads.content_hashes(actor)
+
+    def texts_since(self, actor: str, rev: int) -> tuple[list[int], list[str]]:
+        """(labels, texts) of the actor's memories written or re-worded after revision ``rev``."""
+        return self._reads.texts_since(actor, rev)
+
+    def max_rev(self, actor: str) -> int:
+        """The actor's latest text revision (0 when it has none)."""
+        return self._reads.max_rev(actor)
+
+    def counts(self, actor: str) -> dict[str, int]:
+        """How many memories of each type the actor has."""
+        return self._reads.counts(actor)
+
+    def actors(self) -> list[str]:
+        """Every actor with at least one memory."""
+        return self._reads.actors()
+
+    def texts_at(self, actor: str) -> tuple[int, list[tuple[int, str]]]:
+        """The actor's (label, text) rows and the audit position they reflect, read in one snapshot."""
+        return self._reads.texts_at(actor)
+
+    def text_changes(self, actor: str, seq: int) -> list[tuple[int, int, str | None]]:
+        """(audit seq, label, text now or None once deleted) of every text change after ``seq``."""
+        return self._reads.text_changes(actor, seq)
+
+    # -- the journal (PgJournal) ---------------------------------------------------------------
+    def audit_entries(
+        self, actor: str | None = None, since: datetime | None = None, limit: int = 1000
+    ) -> list[AuditEntry]:
+        """Audit entries (of ``actor``, recorded at or after ``since``) in chain order."""
+        return self._journal.audit_entries(actor, since, limit)
+
+    def verify_audit(self) -> AuditReport:
+        """Walk the whole chain (every actor: the chain is one per store)."""
+        return self._journal.verify_audit()
+
+    def record_injections(self, actor: str, turn: str, items: Sequence[tuple[str, str]]) -> None:
+        """Remember which (uri, kind) a page injected for ``turn`` (re-recording is harmless)."""
+        self._journal.record_injections(actor, turn, items)
+
+    def injections(self, actor: str, turn: str) -> list[tuple[str, str]]:
+        """The (uri, kind) pairs recorded for ``turn``."""
+        return self._journal.injections(actor, turn)
+
+    def claim_feedback(self, actor: str, turn: str, outcome: str) -> bool:
+        """True the first time feedback for ``turn`` is recorded; False for an exact repeat."""
+        return self._journal.claim_feedback(actor, turn, outcome)
+
+    def review_add(self, actor: str, kind: str, payload: Mapping[str, Any]) -> str:
+        """Queue an item for review; returns its id."""
+        return self._journal.review_add(actor, kind, payload)
+
+    def review_find(self, actor: str, kind: str, key: str, value: str) -> ReviewItem | None:
+        """A pending item of ``kind`` whose payload[key] == value (avoids duplicate proposals)."""
+        return self._journal.review_find(actor, kind, key, value)
+
+    def review_list(self, actor: str, status: str | None = "pending") -> list[ReviewItem]:
+        """The actor's review items with ``status`` (all of them when None), oldest first."""
+        return self._journal.review_list(actor, status)
+
+    def review_get(self, actor: str, review_id: str) -> ReviewItem:
+        """One review item, or MemoryNotFound."""
+        return self._journal.review_get(actor, review_id)
+
+    def review_close(self, actor: str, review_id: str, status: str, result_uri: str | None) -> None:
+        """Decide an item; its payload keeps no text."""
+        self._journal.review_close(actor, review_id, status, result_uri)
+
+    def review_accept(
+        self, actor: str, review_id: str, item: NewMemory, deprecate: Deprecate | None = None
+    ) -> PutResult:
+        """Write ``item``, optionally deprecate another memory, and close the item: one transaction."""
+        return self._journal.review_accept(actor, review_id, item, deprecate)
+
+    def review_purge(self, actor: str, ids: Sequence[str] | None = None) -> int:
+        """Delete the actor's review items (all of them when ``ids`` is None); returns how many."""
+        return self._journal.review_purge(actor, ids)
+
+    # -- models and the embedding queue (PgModels, PgEmbedQueue) ----------------------------------
+    def ensure_model(self, model: str, dim: int | None = None) -> int | None:
+        """Register ``model`` (queueing every memory for it) and, once its dim is known, index it."""
+        return self._models.ensure_model(model, dim)
+
+    def pending(self, actor: str, model: str, limit: int) -> list[PendingItem]:
+        """Jobs for ``model``, claimed for this process for ``claim_seconds`` (its own claims repeat)."""
+        return self._queue.pending(actor, model, limit)
+
+    def pending_stats(self, actor: str, model: str) -> PendingStats:
+        """How many of the actor's memories wait for a vector of ``model``, and since when."""
+        return self._queue.pending_stats(actor, model)
+
+    def record_embed_failure(self, model: str, labels: Sequence[int], error: str) -> None:
+        """Count the failure and release the claim, so another process may try (with its backoff)."""
+        self._queue.record_embed_failure(model, labels, error)
+
+    def queued_labels(self, actor: str, model: str) -> list[int]:
+        """Memories of ``actor`` without a vector of ``model`` yet (what the salience lane covers)."""
+        return self._queue.queued_labels(actor, model)
+
+    # -- vectors (PgVectors) ------------------------------------------------------------------------
+    def put_vectors(
+        self, model: str, labels: LabelArray, vectors: FloatMatrix, content_hashes: Sequence[str]
+    ) -> LabelArray:
+        """Store vectors for memories whose text is still the text that was embedded; returns those stored."""
+        return self._vectors.put_vectors(model, labels, vectors, content_hashes)
+
+    def vectors(self, actor: str, model: str) -> tuple[LabelArray, FloatMatrix]:
+        """The actor's vectors of ``model``, by label."""
+        return self._vectors.vectors(actor, model)
+
+    def vectors_since(self, actor: str, model: str, seq: int) -> tuple[LabelArray, FloatMatrix]:
+        """Vectors written after sequence ``seq``."""
+        return self._vectors.vectors_since(actor, model, seq)
+
+    def vector_state(self, actor: str, model: str) -> tuple[int, int]:
+        """(count, max sequence) of this actor's vectors of ``model``."""
+        return self._vectors.vector_state(actor, model)
+
+    def vector_labels(self, actor: str, model: str) -> LabelArray:
+        """Labels of the actor's memories that have a vector of ``model``."""
+        return self._vectors.vector_labels(actor, model)
+
+    def vector_models(self, actor: str) -> dict[str, int]:
+        """model -> how many vectors of it the actor has."""
+        return self._vectors.vector_models(actor)
+
+    def drop_vectors(self, actor: str, model: str) -> int:
+        """Delete the actor's vectors of ``model`` (retiring the model once nobody has any); returns how many."""
+        return self._vectors.drop_vectors(actor, model)
+
+    def search_vectors(self, actor: str, model: str, vector: FloatMatrix, k: int) -> list[tuple[int, float]]:
+        """The actor's k nearest memories by cosine (best first; ties by label)."""
+        return self._vectors.search_vectors(actor, model, vector, k)
+
+    def vector_scores(self, actor: str, model: str, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]:
+        """Cosine of ``vector`` with each labelled vector the actor has (labels without one are left out)."""
+        return self._vectors.vector_scores(actor, model, vector, labels)
+
+    def has_vector(self, actor: str, model: str, label: int) -> bool:
+        """Whether the labelled memory has a vector of ``model``."""
+        return self._vectors.has_vector(actor, model, label)
 
     # -- lanes and lifecycle ----------------------------------------------------------------
     def native_lanes(self, actor: str, embedder: Any) -> tuple[Any, Any]:
@@ -310,6 +341,10 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
         from mempager.store.pg.lanes import PgLexicalLane, PgSemanticLane
 
         return PgSemanticLane(self, actor, embedder), PgLexicalLane(self, actor)
+
+    def compact(self) -> None:
+        """Rewrite the tables that held deleted memories' text and vectors, so their bytes are gone."""
+        compact(self._db)
 
     def close(self) -> None:
         """Release this user's hold; the pool is closed when the last user lets go."""
@@ -324,18 +359,6 @@ class PostgresStore(JournalMixin, ReadsMixin, VectorsMixin):
         self._closed = True
         self._db.close()
 
-    def _checkpoint(self) -> None:
-        try:
-            self._db.maintenance(["CHECKPOINT"])
-        except StoreError as exc:
-            if not isinstance(exc.__cause__, pg.InsufficientPrivilege):
-                raise
-            log.info(
-                "compacted %s; this role may not CHECKPOINT, so old WAL segments are recycled at the "
-                "server's next checkpoint",
-                self._location,
-            )
-
 
 def open_pg_store(url: str, **options: Any) -> PostgresStore:
     """The process-wide store for ``url`` (and options): opened once, shared, closed by its last user.
@@ -345,23 +368,7 @@ def open_pg_store(url: str, **options: Any) -> PostgresStore:
     fields (pool_max=, statement_timeout_ms=, ef_search=, ...); each may also be a URL parameter
     (``?schema=team&pool_max=16``), which is how the CLI and the MCP server are configured.
     """
-    conninfo, in_url = split_options(url)
-    secret = password_of(conninfo)
-    unknown = set(options) - PgOptions.names()
-    if unknown:
-        raise ConfigError(f"unknown PostgreSQL store options {sorted(unknown)}; known: {sorted(PgOptions.names())}")
-    for name, value in typed_options(in_url).items():
-        if options.setdefault(name, value) != value:
-            raise ConfigError(f"{name} given twice: {value!r} in the URL and {options[name]!r} as an option")
-    opts = PgOptions(**options)
-    try:
-        parts = {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}
-    except psycopg.Error as exc:
-        # not chained: the parser's message quotes the URL, password included
-        raise ConfigError(
-            f"the PostgreSQL URL could not be parsed ({scrub(str(exc), secret)}); expected "
-            "postgresql://user:password@host:5432/dbname?schema=name"
-        ) from None
+    conninfo, parts, opts, secret = resolve(url, options)
     key = (conninfo, opts)
     with _OPEN_LOCK:
         store = _OPEN.get(key)
@@ -372,24 +379,3 @@ def open_pg_store(url: str, **options: Any) -> PostgresStore:
         store._key = key
         _OPEN[key] = store
         return store
-
-
-def _unique(memories: Sequence[Memory]) -> list[Memory]:
-    return list({m.label: m for m in memories}.values())
-
-
-def _column_value(name: str, value: object) -> object:
-    """A changed field as the column stores it."""
-    if name == "metadata":
-        return json.dumps(dict(value), sort_keys=True)  # type: ignore[call-overload]
-    if name == "tags":
-        tags = [str(t) for t in value]  # type: ignore[attr-defined]
-        reject_nul("tags", tags)
-        return tags
-    if name == "text":
-        reject_nul("text", [str(value)])
-    if name == "source" and isinstance(value, Source):
-        return value.value
-    if isinstance(value, datetime):
-        return utc(value)
-    return value

@@ -1,19 +1,13 @@
-"""Vectors per memory per model (pgvector), one HNSW index per model, and the shared embedding queue.
+"""Vectors per memory per model (pgvector): storing them, reading them back, and searching them.
 
-* ``embed_models`` registers each model (and its dimension); registering fills ``embed_queue``
-  with every memory that has no vector of it, and every later write queues its new memories for
-  every registered model, so "pending" is a small table, never an anti-join over all memories.
-* ``pending`` *claims* the jobs it returns (``FOR UPDATE SKIP LOCKED`` plus a lease), so embedding
-  workers in several processes share the queue without embedding anything twice; a dead process's
-  lease runs out and its jobs go back to the others.
-* The semantic search is one SQL query per model index (``WHERE model = <literal>`` matches the
-  partial index) with the actor filter inside it; pgvector's iterative scan keeps the filtered
-  search returning k, and a short answer falls back to an exact scan of the actor's vectors.
+The semantic search is one SQL query per model index (``WHERE model = <literal>`` matches the
+partial index) with the actor filter inside it; pgvector's iterative scan keeps the filtered
+search returning k, and a short answer falls back to an exact scan of the actor's vectors.
+Registering models and their indexes is ``models``; the embedding queue is ``embed_queue``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -22,14 +16,12 @@ import numpy as np
 from psycopg import sql
 
 from mempager.errors import DimensionMismatch, InvalidInput, NonFiniteVector, StoreError
-from mempager.protocols import PendingItem, PendingStats
 from mempager.store.pg.db import AuditRow, Conn, Db
-from mempager.store.pg.options import PgOptions
-from mempager.store.pg.rows import maybe_utc
+from mempager.store.pg.listeners import PgListeners
+from mempager.store.pg.models import MODEL_LOCK, PgModels, index_type
 from mempager.store.pg.vectype import PgVector, rows
 from mempager.types import FloatMatrix, LabelArray
 
-_MODEL_LOCK = "SELECT pg_advisory_xact_lock(hashtext('mempager.model'), hashtext(%s))"
 _PUT = """
 WITH b AS (
     SELECT * FROM unnest(%(label)s::bigint[], %(chash)s::text[], %(vec)b::vector[]) AS b(label, content_hash, vec)
@@ -47,20 +39,6 @@ WITH b AS (
     DELETE FROM embed_queue q USING ins WHERE q.model = %(model)s AND q.label = ins.label
 )
 SELECT label FROM ins ORDER BY label
-"""
-_CLAIM = """
-WITH picked AS (
-    SELECT model, label FROM embed_queue
-    WHERE model = %(model)s AND actor = %(actor)s
-        AND (claimed_until IS NULL OR claimed_until < now() OR claimed_by = %(me)s)
-    ORDER BY attempts, label LIMIT %(limit)s FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE embed_queue q SET claimed_by = %(me)s, claimed_until = now() + make_interval(secs => %(lease)s)
-    FROM picked WHERE q.model = picked.model AND q.label = picked.label
-    RETURNING q.label, q.attempts, q.last_error
-)
-SELECT c.label, m.actor, m.text, m.content_hash, c.attempts, c.last_error
-FROM claimed c JOIN memories m ON m.label = c.label ORDER BY c.attempts, c.label
 """
 
 
@@ -84,95 +62,16 @@ def _analyze(conn: Conn) -> int:
     return int(row[0]) if row else 0
 
 
-def index_type(dim: int) -> str | None:
-    """pgvector's HNSW indexes ``vector`` up to 2,000 dimensions and ``halfvec`` up to 4,000."""
-    if dim <= 2000:
-        return "vector"
-    if dim <= 4000:
-        return "halfvec"
-    return None
+class PgVectors:
+    """The vectors table; drop_vectors tells the audit listeners (through ``listeners``)."""
 
-
-class VectorsMixin:
-    _db: Db
-    options: PgOptions
-    claimer: str
-    _dims: dict[str, int]  # model -> dim of its index, learned on first search
-    _dims_lock: threading.Lock
-    _grown: int  # vectors this process stored since its last ANALYZE
-    _analyzed_rows: int
-    _publish: Any
-
-    # -- models ---------------------------------------------------------------------------
-    def ensure_model(self, model: str, dim: int | None = None) -> int | None:
-        """Register ``model`` (queueing every memory for it) and, once its dim is known, index it."""
-        found = self._db.rows("SELECT dim, index_name FROM embed_models WHERE model = %s", [model])
-        if found:
-            have, index = found[0]
-            if have is not None and dim is not None and have != dim:
-                raise DimensionMismatch(
-                    f"model {model!r} has {have}-d vectors in this store, got {dim}-d; "
-                    "a model whose dimension changed needs a new versioned name"
-                )
-            if dim is None or index is not None:
-                return None if have is None else int(have)
-        self._db.write(lambda conn, audit: self._register(conn, model, dim))
-        return dim
-
-    def _register(self, conn: Conn, model: str, dim: int | None) -> None:
-        conn.execute(_MODEL_LOCK, [model])
-        row = conn.execute("SELECT dim, index_name FROM embed_models WHERE model = %s", [model]).fetchone()
-        if row is None:
-            conn.execute("LOCK TABLE memories IN SHARE MODE")  # no write may slip between fill and registration
-            conn.execute("INSERT INTO embed_models (model, dim) VALUES (%s, %s)", [model, dim])
-            conn.execute(
-                "INSERT INTO embed_queue (model, label, actor) SELECT %(m)s, m.label, m.actor FROM memories m"
-                " WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.label = m.label AND v.model = %(m)s)",
-                {"m": model},
-            )
-            row = (dim, None)
-        have, index = row
-        if have is None and dim is not None:
-            conn.execute("UPDATE embed_models SET dim = %s WHERE model = %s", [dim, model])
-            have = dim
-        elif have is not None and dim is not None and have != dim:
-            raise DimensionMismatch(f"model {model!r} has {have}-d vectors in this store, got {dim}-d")
-        if have is not None and index is None:
-            conn.execute(
-                "UPDATE embed_models SET index_name = %s WHERE model = %s",
-                [self._create_index(conn, model, int(have)), model],
-            )
-
-    def _create_index(self, conn: Conn, model: str, dim: int) -> str:
-        kind = index_type(dim)
-        if kind is None:
-            return ""  # beyond pgvector's index limits: searched exactly
-        name = "vectors_hnsw_" + hashlib.sha1(model.encode("utf-8")).hexdigest()[:16]  # noqa: S324 - a name
-        conn.execute(
-            sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {name} ON vectors USING hnsw ((vec::{kind}({dim})) {ops})"
-                " WITH (m = {m}, ef_construction = {efc}) WHERE model = {model}"
-            ).format(
-                name=sql.Identifier(name),
-                kind=sql.SQL(kind),
-                dim=sql.Literal(dim),
-                ops=sql.SQL(f"{kind}_cosine_ops"),
-                m=sql.Literal(self.options.hnsw_m),
-                efc=sql.Literal(self.options.hnsw_ef_construction),
-                model=sql.Literal(model),
-            )
-        )
-        return name
-
-    def _requeue(self, conn: Conn, labels: Sequence[int], actor: str) -> None:
-        """Re-worded memories: drop their vectors and queue them again for every model."""
-        conn.execute(
-            "WITH gone AS (DELETE FROM vectors WHERE label = ANY(%(l)s)) "
-            "INSERT INTO embed_queue (model, label, actor) SELECT m.model, l, %(a)s FROM embed_models m"
-            " CROSS JOIN unnest(%(l)s::bigint[]) AS l ON CONFLICT (model, label) DO UPDATE SET attempts = 0,"
-            " last_error = NULL, last_at = NULL, claimed_by = NULL, claimed_until = NULL",
-            {"l": [int(x) for x in labels], "a": actor},
-        )
+    def __init__(self, db: Db, models: PgModels, listeners: PgListeners) -> None:
+        self._db = db
+        self._models = models
+        self._listeners = listeners
+        self._lock = threading.Lock()
+        self._grown = 0  # vectors this process stored since its last ANALYZE
+        self._analyzed_rows = 0
 
     # -- vectors --------------------------------------------------------------------------
     def put_vectors(
@@ -195,7 +94,7 @@ class VectorsMixin:
         if len(labels) == 0:
             return np.zeros(0, dtype=np.int64)
         dim = int(vectors.shape[1])
-        self.ensure_model(model, dim)
+        self._models.ensure_model(model, dim)
         first: dict[int, int] = {}
         for i, label in enumerate(labels.tolist()):
             first.setdefault(int(label), i)  # a label repeated in one call keeps its first row (as DuckDB does)
@@ -218,7 +117,7 @@ class VectorsMixin:
         the (actor, model) b-tree plus an exact sort (a small one); a freshly filled table has none
         until autovacuum gets round to it, and then it scans every vector of a big actor exactly.
         """
-        with self._dims_lock:
+        with self._lock:
             self._grown += added
             due = self._grown >= max(1000, self._analyzed_rows // 5)
             if due:
@@ -269,7 +168,7 @@ class VectorsMixin:
 
     def drop_vectors(self, actor: str, model: str) -> int:
         def body(conn: Conn, audit: list[AuditRow]) -> int:
-            conn.execute(_MODEL_LOCK, [model])
+            conn.execute(MODEL_LOCK, [model])
             dropped = conn.execute("DELETE FROM vectors WHERE model = %s AND actor = %s", [model, actor]).rowcount
             if conn.execute("SELECT 1 FROM vectors WHERE model = %s LIMIT 1", [model]).fetchone() is None:
                 row = conn.execute("DELETE FROM embed_models WHERE model = %s RETURNING index_name", [model]).fetchone()
@@ -285,66 +184,14 @@ class VectorsMixin:
             return int(dropped)
 
         dropped, entries = self._db.write(body)
-        with self._dims_lock:
-            self._dims.pop(model, None)
-        self._publish(entries)
+        self._models.forget_dim(model)
+        self._listeners.publish(entries)
         return dropped
 
-    # -- the embedding queue --------------------------------------------------------------
-    def pending(self, actor: str, model: str, limit: int) -> list[PendingItem]:
-        """Jobs for ``model``, claimed for this process for ``claim_seconds`` (its own claims repeat)."""
-        self.ensure_model(model)
-        params = {
-            "model": model,
-            "actor": actor,
-            "me": self.claimer,
-            "limit": int(limit),
-            "lease": float(self.options.claim_seconds),
-        }
-        found, _ = self._db.write(lambda conn, audit: conn.execute(_CLAIM, params).fetchall())
-        return [PendingItem(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5]) for r in found]
-
-    def pending_stats(self, actor: str, model: str) -> PendingStats:
-        self.ensure_model(model)
-        row = self._db.rows(
-            "SELECT count(*), min(m.written_at), count(*) FILTER (WHERE q.attempts > 0) FROM embed_queue q"
-            " JOIN memories m ON m.label = q.label WHERE q.model = %s AND q.actor = %s",
-            [model, actor],
-        )[0]
-        return PendingStats(count=int(row[0]), oldest_created_at=maybe_utc(row[1]), failing=int(row[2]))
-
-    def record_embed_failure(self, model: str, labels: Sequence[int], error: str) -> None:
-        """Count the failure and release the claim, so another process may try (with its backoff)."""
-        self._db.write(
-            lambda conn, audit: conn.execute(
-                "UPDATE embed_queue SET attempts = attempts + 1, last_error = %s, last_at = now(),"
-                " claimed_by = NULL, claimed_until = NULL WHERE model = %s AND label = ANY(%s)",
-                [error.replace("\x00", "")[:2000], model, [int(x) for x in labels]],
-            )
-        )
-
-    def queued_labels(self, actor: str, model: str) -> list[int]:
-        """Memories of ``actor`` without a vector of ``model`` yet (what the salience lane covers)."""
-        return [
-            int(r[0])
-            for r in self._db.rows("SELECT label FROM embed_queue WHERE model = %s AND actor = %s", [model, actor])
-        ]
-
     # -- search -----------------------------------------------------------------------------
-    def _dim(self, model: str) -> int | None:
-        with self._dims_lock:
-            if model in self._dims:
-                return self._dims[model]
-        found = self._db.rows("SELECT dim FROM embed_models WHERE model = %s AND index_name IS NOT NULL", [model])
-        if not found or found[0][0] is None:
-            return None
-        with self._dims_lock:
-            self._dims[model] = int(found[0][0])
-        return int(found[0][0])
-
     def search_vectors(self, actor: str, model: str, vector: FloatMatrix, k: int) -> list[tuple[int, float]]:
         """The actor's k nearest memories by cosine (best first; ties by label)."""
-        dim = self._dim(model)
+        dim = self._models.indexed_dim(model)
         if dim is None or k <= 0:
             return []
         q = PgVector(np.asarray(vector, dtype=np.float32).reshape(-1))
@@ -360,8 +207,7 @@ class VectorsMixin:
             try:
                 found = self._db.rows(query, params)
             except StoreError:  # re-registered elsewhere with another dimension? look it up again next time
-                with self._dims_lock:
-                    self._dims.pop(model, None)
+                self._models.forget_dim(model)
                 raise
         if len(found) < k and self.vector_state(actor, model)[0] > len(found):
             found = self._db.rows(  # a tiny actor among big ones, or no index: exact over the actor's rows

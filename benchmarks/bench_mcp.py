@@ -1,4 +1,4 @@
-"""What MCP costs: ``page`` through ``mempager serve`` (stdio) versus the Python API, same run.
+"""What MCP costs: ``memory_page`` through ``mempager serve`` (stdio) versus the Python API, same run.
 
     python -m benchmarks.bench_mcp [--memories 1000] [--calls 300]
 
@@ -79,10 +79,10 @@ async def measure(store: Path, queries: list[str], warmup: int) -> dict[str, lis
             await session.initialize()
 
             async def direct(q: str) -> None:
-                p.page(GOAL, q).render()  # the same work the tool does before serialising
+                p.page(q, goal=GOAL).render()  # the same work the tool does before serialising
 
             async def via_mcp(q: str) -> None:
-                result = await session.call_tool("page", {"query": q, "goal": GOAL})
+                result = await session.call_tool("memory_page", {"query": q, "goal": GOAL})
                 assert not result.is_error, result.content
 
             for i, q in enumerate(queries):
@@ -118,7 +118,7 @@ def main() -> None:
         f"| {label} | {stats[name]['p50_ms']} | {stats[name]['p95_ms']} | {stats[name]['n']} |"
         for name, label in (
             ("direct", "`Pager.page()` in process"),
-            ("mcp", "`page` tool over MCP stdio"),
+            ("mcp", "`memory_page` tool over MCP stdio"),
             ("ping", "MCP `ping` (bare round trip)"),
         )
     ]
@@ -132,7 +132,7 @@ def main() -> None:
             "",
             f"MCP / direct: p50 ×{ratio['p50_ms']}, p95 ×{ratio['p95_ms']}. Median paired difference "
             f"(MCP − direct, same query): {overhead} ms — JSON-RPC over pipes, argument validation, a worker "
-            "thread, the compact report. Load average at the end of the run: "
+            "thread, the one-line summary. Load average at the end of the run: "
             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
         ]
     )

@@ -72,7 +72,7 @@ def run(strategy: str, rates: list[float], turns: int, seed: int, explore: float
         for t in range(turns):
             clock["now"] = start + timedelta(hours=t)
             turn = f"turn-{t}"
-            page = p.page(GOAL, QUERY, turn=turn)
+            page = p.page(QUERY, goal=GOAL, turn=turn)
             offered = [names.index(x.label) for x in page.patterns]
             injected_total += len(offered)
             if offered and rng.random() >= explore:

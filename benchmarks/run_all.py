@@ -19,6 +19,7 @@ import time
 # name -> (module, optional imports it needs, the extra that provides them)
 BENCHMARKS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "store": ("benchmarks.bench_store", (), ""),
+    "cli": ("benchmarks.bench_cli", ("sentence_transformers",), "local"),
     "embedders": ("benchmarks.bench_embedders", ("sentence_transformers",), "local"),
     "lexical": ("benchmarks.bench_lexical", (), ""),
     "hnsw": ("benchmarks.bench_hnsw", ("sentence_transformers",), "local"),

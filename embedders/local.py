@@ -12,6 +12,7 @@ torch and sentence_transformers are imported inside the constructor, never at mo
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import threading
@@ -130,6 +131,11 @@ def _import_sentence_transformers() -> Any:
             f"sentence-transformers is installed but failed to import ({type(exc).__name__}: {exc}); "
             f"reinstall it with {EXTRA_HINT}"
         ) from exc
+    # transformers draws a "Loading weights" bar on stderr for every load: a library's loading
+    # must not write into its caller's terminal or piped output
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     return sentence_transformers
 
 
@@ -145,6 +151,49 @@ def local_name(model: str | os.PathLike[str] | None) -> str:
     if path.is_dir() or os.path.isabs(text) or text.startswith((".", "~")) or text.count("/") != 1:
         return f"st:{path.resolve().name}"
     return f"st:{text.rsplit('/', 1)[-1]}"
+
+
+def local_identity(model: str | os.PathLike[str] | None) -> tuple[str, int] | None:
+    """The (name, width) a ``LocalEmbedder`` of ``model`` would have, read from its files.
+
+    Nothing is imported or loaded: what ``DeferredEmbedder`` needs to open the semantic lane before
+    the weights. None when the files do not say (an unusual module stack): load it to find out.
+    """
+    try:
+        directory, label = _resolve(model)
+        modules = json.loads((directory / "modules.json").read_text(encoding="utf-8"))
+    except (MissingExtra, ModelNotFound, OSError, ValueError):
+        return None
+    dim: int | None = None
+    for module in modules if isinstance(modules, list) else []:
+        kind = str(module.get("type", "")) if isinstance(module, dict) else ""
+        config = directory / str(module.get("path", "")) / "config.json" if isinstance(module, dict) else None
+        if kind.endswith(".Pooling") and config is not None:
+            dim = _pooled_width(config)
+        elif kind.endswith(".Dense") and config is not None:
+            dim = _read_int(config, "out_features")
+        elif not kind.endswith((".Transformer", ".Normalize")):
+            return None  # a module that may change the width in ways the files do not state
+    return (f"st:{label}", dim) if dim else None
+
+
+def _read_int(path: Path, key: str) -> int | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _pooled_width(path: Path) -> int | None:
+    """Pooling concatenates one vector per enabled mode, each ``word_embedding_dimension`` wide."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    width = config.get("word_embedding_dimension") if isinstance(config, dict) else None
+    modes = sum(1 for key, on in config.items() if key.startswith("pooling_mode_") and on is True)
+    return width * modes if isinstance(width, int) and width > 0 and modes > 0 else None
 
 
 def _resolve(model: str | os.PathLike[str] | None) -> tuple[Path, str]:

@@ -45,6 +45,9 @@ class EmbedderSettings:
     local_sha256: str | None = None
     local_batch_size: int = 64
     local_device: str = "cpu"
+    # build the local model on its first embed (``DeferredEmbedder``) when its name and width can
+    # be read from its files; its boot probe then runs at that first embed
+    defer_local: bool = False
     hash_dim: int = 384
     probe_timeout: float = 10.0  # seconds for an HTTP candidate's boot probe
     # Loading torch and the weights from a cold disk can take tens of seconds on a small machine.

@@ -2,7 +2,7 @@
 
     async with await AsyncPager.open("agent.duckdb", actor="neo") as p:
         uri = await p.remember_fact("...")
-        page = await p.page(goal, query)
+        page = await p.page(query, goal=goal)
 
 The store serialises writes; reads from many tasks run concurrently in threads.
 """
@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mempager.config import PagerConfig
 from mempager.core import Pager
+from mempager.errors import InvalidInput
 from mempager.paging.page import Page
 from mempager.patterns import Pattern, PatternSpec
 from mempager.protocols import Embedder
@@ -96,8 +98,23 @@ class AsyncPager:
     async def retrieve(self, query: str, k: int | None = None, *, budget: int | None = None) -> list[Snippet]:
         return await asyncio.to_thread(self.sync_pager.retrieve, query, k, budget=budget)
 
-    async def page(self, goal: str | None, query: str, *, turn: str | None = None) -> Page:
-        return await asyncio.to_thread(self.sync_pager.page, goal, query, turn=turn)
+    async def page(
+        self,
+        query: str | None = None,
+        _old_query: str | None = None,
+        *,
+        goal: str | None = None,
+        turn: str | None = None,
+    ) -> Page:
+        """``Pager.page``: ``page(query, goal=..., turn=...)`` (the old ``page(goal, query)`` warns)."""
+        if _old_query is not None:
+            warnings.warn(
+                "page(goal, query) is deprecated: call page(query, goal=goal)", DeprecationWarning, stacklevel=2
+            )
+            if goal is not None:
+                raise InvalidInput("page takes page(query, goal=...); pass the goal once, by keyword")
+            goal, query = query, _old_query
+        return await asyncio.to_thread(self.sync_pager.page, query, goal=goal, turn=turn)
 
     async def feedback(self, turn: str, outcome: str, *, used: Sequence[str] | None = None) -> int:
         return await asyncio.to_thread(functools.partial(self.sync_pager.feedback, turn, outcome, used=used))

@@ -20,7 +20,9 @@ def _choose_embedder(
     """The chain: gateway → provider → local model → hash, first configured one that probes well."""
     from mempager.embedders import EmbedderSettings, pick_embedder
 
-    settings = EmbedderSettings.from_env(environ, actor=actor, force=config.embedder, hash_dim=config.hash_dim)
+    settings = EmbedderSettings.from_env(
+        environ, actor=actor, force=config.embedder, hash_dim=config.hash_dim, defer_local=config.defer_model_load
+    )
     choice = pick_embedder(settings)
     return choice.embedder, choice.as_report()
 

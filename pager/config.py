@@ -104,7 +104,15 @@ class PagerConfig:
     hash_dim: int = 384
     # two: one batch is embedded while the previous one is stored and indexed (benchmarks/results/
     # workers.md: 0.92 of direct `encode` throughput against 0.75 with one worker, MiniLM on 2 cores)
+    # 0: no background embedding in this process (a short-lived command that only reads); new
+    # memories stay pending until a process with workers (a server, the library) embeds them
     embed_workers: int = 2
+    # load the local model on its first embed instead of at open (the CLI does: `stats` or
+    # `recall` never pay for torch); a model that then fails to load is reported down, not replaced
+    defer_model_load: bool = False
+    # make the embedder chosen at open the store's active model (starting a re-embedding), as
+    # `mempager model use` does; without it a pager of another model only reads (never rewrites)
+    adopt_embedder: bool = False
     embed_batch_size: int = 64
     # tries per batch (the first included) before its memories are left pending with the error
     # recorded; the worker then moves on and retries them after a pause that doubles per failed
@@ -131,7 +139,6 @@ class PagerConfig:
             "lane_depth",
             "rrf_k",
             "hash_dim",
-            "embed_workers",
             "embed_batch_size",
             "embed_max_attempts",
             "hnsw_ef_construction",
@@ -147,6 +154,11 @@ class PagerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.embed_workers, bool) or not isinstance(self.embed_workers, int) or self.embed_workers < 0:
+            raise ConfigError(f"embed_workers must be an integer >= 0, got {self.embed_workers!r}")
+        for flag in ("defer_model_load", "adopt_embedder"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         if not isinstance(self.min_pattern_successes, int) or self.min_pattern_successes < 0:
             raise ConfigError(f"min_pattern_successes must be an integer >= 0, got {self.min_pattern_successes!r}")
         if (
@@ -231,6 +243,8 @@ class PagerConfig:
                 continue
             if f.name in ("embedder", "memory_mode", "salience_mode", "fusion"):
                 values[f.name] = raw.strip()
+            elif f.type in ("bool", bool):
+                values[f.name] = _flag(f"MEMPAGER_{f.name.upper()}", raw)
             elif f.type in ("int", int):
                 try:
                     values[f.name] = int(raw)
@@ -243,3 +257,12 @@ class PagerConfig:
                     raise ConfigError(f"MEMPAGER_{f.name.upper()} must be a number, got {raw!r}") from exc
         values.update(overrides)
         return cls(**values)
+
+
+def _flag(key: str, raw: str) -> bool:
+    word = raw.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{key} must be 1/true/yes/on or 0/false/no/off, got {raw!r}")

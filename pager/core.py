@@ -11,6 +11,7 @@ config it needs (see ``Pager.__init__`` for the wiring):
     ReviewQueue     procedural/review.py      review, decide
     Eraser          maintenance/erasure.py    forget, compact
     ModelMigration  maintenance/migration.py  reembed, finalize_migration
+    Transfer        maintenance/transfer.py   export, import_memories, backup
     EmbedWorkers    maintenance/workers.py    background embedding
 
 The public methods stay here and delegate; this module also owns the lifecycle (open the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -29,11 +31,14 @@ from typing import Any
 
 from mempager.clock import Clock
 from mempager.config import PagerConfig
+from mempager.errors import InvalidInput, MemoryNotFound
+from mempager.lanes.filters import where_of
 from mempager.lanes.lexical import LexicalLane
 from mempager.lanes.retrieval import Retriever
 from mempager.lanes.semantic import SemanticLane, slug
 from mempager.maintenance.erasure import Eraser
-from mempager.maintenance.migration import ModelMigration
+from mempager.maintenance.migration import ModelMigration, resolve_active
+from mempager.maintenance.transfer import ImportReport, Target, Transfer
 from mempager.maintenance.workers import EmbedWorkers
 from mempager.paging.assemble import PageAssembler
 from mempager.paging.page import Page
@@ -45,7 +50,7 @@ from mempager.protocols import Embedder, LexicalLaneLike, SemanticLaneLike, Stor
 from mempager.store.base import translate
 from mempager.store.journal import ReviewItem
 from mempager.types import AuditEntry, AuditReport, Memory, MemoryType, PutResult, Snippet
-from mempager.validate import check_actor, parse_since
+from mempager.validate import check_actor, parse_since, parse_uri
 from mempager.writing.build import MemoryBuilder
 from mempager.writing.edits import Editor
 from mempager.writing.gate import EncodingGate
@@ -74,9 +79,31 @@ class Pager:
         self._clock = Clock()
         self.semantic, self.lexical = self._open_lanes(store, actor, config, embedder)
         store.add_change_listener(actor, self._on_change)
+        self._closed = False
+        # registered before anything below writes, so the callback sees every entry of this open
+        self._audit_listener: Callable[[AuditEntry], None] | None = None
+        if on_audit_event is not None:
+
+            def listener(entry: AuditEntry) -> None:
+                if entry.actor == actor:
+                    on_audit_event(entry)
+
+            self._audit_listener = listener
+            store.add_audit_listener(listener)
+        # Only the store's active model is embedded: a pager of another model reads, never rewrites.
+        active = resolve_active(store, actor, self.semantic.model, adopt=config.adopt_embedder)
+        if active != self.semantic.model:
+            log.warning(
+                "store %s: %s's active model is %s, this pager's is %s: it reads without embedding "
+                "(switch with `mempager model use` / Pager.use_model())",
+                store.location,
+                actor,
+                active,
+                self.semantic.model,
+            )
         self.workers = EmbedWorkers(
             self.semantic,
-            workers=config.embed_workers,
+            workers=config.embed_workers if active == self.semantic.model else 0,
             batch_size=config.embed_batch_size,
             max_attempts=config.embed_max_attempts,
             backoff=config.embed_backoff_seconds,
@@ -118,17 +145,10 @@ class Pager:
             retriever=self.retriever,
             drop_caches=self.procedures.drop_caches,
         )
-        self.migration = ModelMigration(store, actor, semantic=self.semantic, workers=self.workers)
-        self._closed = False
-        self._audit_listener: Callable[[AuditEntry], None] | None = None
-        if on_audit_event is not None:
-
-            def listener(entry: AuditEntry) -> None:
-                if entry.actor == actor:
-                    on_audit_event(entry)
-
-            self._audit_listener = listener
-            store.add_audit_listener(listener)
+        self.migration = ModelMigration(
+            store, actor, semantic=self.semantic, workers=self.workers, worker_count=config.embed_workers
+        )
+        self.transfer = Transfer(store, actor, build=build, semantic=self.semantic)
 
     @staticmethod
     def _open_lanes(
@@ -191,8 +211,14 @@ class Pager:
             raise translate(failed, self.store.location) from failed
 
     def sync(self, timeout: float | None = None) -> bool:
-        """Wait until every memory has a vector of the active model. False on timeout."""
+        """Wait until every memory has a vector of the active model. False on timeout.
+
+        A pager that embeds nothing (``embed_workers=0``, or a model other than the store's active
+        one) has nothing to wait for: it answers at once whether every memory has its vector.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
+        if not self.workers.threads:
+            return self._pending() == 0
         self.workers.notify()
         while True:
             # "done" means indexed, not just stored: the last batch is claimed until it is in the lane
@@ -291,9 +317,18 @@ class Pager:
         return self.editor.update(uri, **changes)
 
     # -- reads (Retriever, PageAssembler) -------------------------------------------------------
-    def retrieve(self, query: str, k: int | None = None, *, budget: int | None = None) -> list[Snippet]:
-        """Page fault: the few memories this turn needs, fused from every lane."""
-        return self.retriever.retrieve(query, k, budget=budget)
+    def retrieve(
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        budget: int | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[Snippet]:
+        """Page fault: the few memories this turn needs, fused from every lane (only those with
+        every one of ``tags`` and exactly the ``metadata`` values, when given)."""
+        return self.retriever.retrieve(query, k, budget=budget, where=where_of(tags, metadata))
 
     def recall(
         self,
@@ -306,9 +341,12 @@ class Pager:
         *,
         source: Sequence[str] | None = None,
         tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[Memory]:
         """Deliberate look-up: newest first, or every match of the lexical query syntax, best first."""
-        return self.retriever.recall(query, types, since, until, limit, offset, source=source, tags=tags)
+        return self.retriever.recall(
+            query, types, since, until, limit, offset, source=source, tags=tags, metadata=metadata
+        )
 
     def get(self, uri: str) -> Memory:
         return self.retriever.get(uri)
@@ -320,9 +358,33 @@ class Pager:
         """The pinned block within ``budget`` tokens (default ``pinned_budget_tokens``)."""
         return self.assembler.pinned_block(goal, budget=budget)
 
-    def page(self, goal: str | None, query: str, *, turn: str | None = None) -> Page:
-        """The whole per-turn context. With ``turn``, what was injected is recorded for feedback."""
-        return self.assembler.page(goal, query, turn=turn)
+    def page(
+        self,
+        query: str | None = None,
+        _old_query: str | None = None,
+        *,
+        goal: str | None = None,
+        turn: str | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Page:
+        """The whole per-turn context for ``query``: pinned block, procedures for ``goal``, retrieved
+        memories. With ``turn``, what was injected is recorded for feedback.
+
+        ``tags`` and ``metadata`` filter the retrieved section as in ``retrieve``. The same order
+        as the MCP tool and the CLI: ``page(query, goal=..., turn=...)``. The old form
+        ``page(goal, query)`` still works, with a ``DeprecationWarning``.
+        """
+        if _old_query is not None:
+            if goal is not None:
+                raise InvalidInput("page takes page(query, goal=...); pass the goal once, by keyword")
+            warnings.warn(
+                "page(goal, query) is deprecated: call page(query, goal=goal)", DeprecationWarning, stacklevel=2
+            )
+            goal, query = query, _old_query
+        if query is None:
+            raise InvalidInput("page needs a query: page(query, goal=..., turn=...)")
+        return self.assembler.page(goal, query, turn=turn, where=where_of(tags, metadata))
 
     # -- procedural (Procedures, ReviewQueue) ---------------------------------------------------
     def write_pattern(
@@ -372,6 +434,21 @@ class Pager:
         """Accept or reject a queued item; returns the uri written when accepted."""
         return self.review_queue.decide(review_id, accept)
 
+    # -- transfer (Transfer) ----------------------------------------------------------------------
+    def export(self, target: Target, *, vectors: bool = False) -> int:
+        """This actor's memories as ``mempager.export.v1`` JSON lines (a path or a stream); the count."""
+        return self.transfer.export(target, vectors=vectors)
+
+    def import_memories(
+        self, source: Target, *, keep_actor: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> ImportReport:
+        """Write an export's memories here (idempotent: what the store holds is skipped)."""
+        return self.transfer.import_memories(source, keep_actor=keep_actor, progress=progress)
+
+    def backup(self, dest: str | Path) -> Path:
+        """A consistent copy of the store file at ``dest``, taken while it is in use (DuckDB only)."""
+        return self.transfer.backup(dest)
+
     # -- maintenance (Eraser, ModelMigration) ---------------------------------------------------
     def forget(
         self,
@@ -392,6 +469,11 @@ class Pager:
         """Wait while the workers give every memory a vector of the active model."""
         return self.migration.reembed(progress, timeout)
 
+    def use_model(self) -> dict[str, object]:
+        """Make this pager's embedding model the store's active one for this actor and start
+        re-embedding every memory with it (old vectors stay until ``finalize_migration``)."""
+        return self.migration.use_model()
+
     def finalize_migration(self) -> dict[str, int]:
         """Drop other models' vectors (and their saved indexes) once the active model covers all."""
         return self.migration.finalize_migration()
@@ -399,6 +481,17 @@ class Pager:
     def audit(self, since: Any = None, limit: int = 1000) -> list[AuditEntry]:
         """This actor's audit entries, oldest first (``since``: a time, or "7d" / "12h" / "30m")."""
         return self.store.audit_entries(self.actor, parse_since(since) if since is not None else None, limit)
+
+    def history(self, uri: str) -> list[AuditEntry]:
+        """Every audit event of one memory (remember, reinforce, update, feedback, forget), oldest first.
+
+        Entries hold content hashes, never text: a forgotten memory's history outlives it without
+        keeping its words. Another actor's uri is ``MemoryNotFound``, as in ``get``.
+        """
+        actor, _, _ = parse_uri(uri)
+        if actor != self.actor:
+            raise MemoryNotFound(f"no memory {uri} for actor {self.actor!r}")
+        return [e for e in self.store.audit_entries(self.actor, None, 1_000_000_000) if e.uri == uri]
 
     def verify_audit(self) -> AuditReport:
         return self.store.verify_audit()
@@ -415,6 +508,10 @@ class Pager:
             "memories": sum(counts.values()),
             "by_type": counts,
             "embedder": self.semantic.model,
+            "active_model": self.migration.active,
+            "embedding": "off: reading with another model than the active one"
+            if self.migration.reading_only
+            else ("on" if self.workers.threads else "off in this process (embed_workers=0)"),
             "embedder_candidates": self.embedder_report,
             "vectors_indexed": len(self.semantic),
             "pending_embeddings": pending.count,

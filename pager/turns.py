@@ -71,7 +71,7 @@ class TurnMemory:
         ``turn_id`` defaults to a fresh unique id; pass your own to tie feedback to your logs.
         """
         turn = turn_id if turn_id is not None else f"turn-{uuid.uuid4().hex[:16]}"
-        page = self.pager.page(goal, user_message, turn=turn)
+        page = self.pager.page(user_message, goal=goal, turn=turn)
         return TurnContext(turn_id=turn, system_block=page.render(), page=page)
 
     def after_turn(

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """The ``mempager`` command line. User mistakes print one clear line and exit non-zero."""
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from mempager import __version__
+from mempager.cli import config_cmd
+from mempager.cli import transfer as transfer_cli
 from mempager.config import EMBEDDER_CHOICES, PagerConfig
-from mempager.errors import PagerError
+from mempager.errors import InvalidInput, PagerError
 
 DEFAULT_STORE = ".mempager/store.duckdb"
 EXIT_USER_ERROR = 2
@@ -41,8 +44,21 @@ def _print_json(value: Any) -> None:
     print(json.dumps(_jsonable(value), indent=2, ensure_ascii=False, sort_keys=True))
 
 
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors follow ``--json`` too: one JSON object on stderr, exit 2."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if not self.json_errors:
+            super().error(message)
+        body = {"error": {"type": "UsageError", "message": f"{self.prog}: {message}", "exit_code": 2}}
+        print(json.dumps(body, ensure_ascii=False), file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _common() -> _Parser:
+    common = _Parser(add_help=False, argument_default=argparse.SUPPRESS)
     common.add_argument("--store", help=f"store file (default $MEMPAGER_STORE or {DEFAULT_STORE})")
     common.add_argument("--actor", help="whose memories (default $MEMPAGER_ACTOR or 'default')")
     common.add_argument("--embedder", choices=EMBEDDER_CHOICES, help="force one embedder")
@@ -50,9 +66,34 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+def _meta_pair(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` for ``--meta``; the value is read as JSON when it parses (numbers, true), else text."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--meta takes KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw
+
+
+def _filters(p: argparse.ArgumentParser, tags: bool = True) -> None:
+    if tags:
+        p.add_argument("--tag", action="append", dest="tags", default=None, help="only memories with this tag (repeat)")
+    p.add_argument(
+        "--meta",
+        action="append",
+        dest="meta",
+        type=_meta_pair,
+        default=None,
+        metavar="KEY=VALUE",
+        help="only memories whose metadata has KEY equal to VALUE (repeat: all of them)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mempager",
         parents=[common],
         description="A memory pager for LLM agents: pin, page-fault, write back.",
@@ -61,18 +102,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("init", parents=[common], help="create the store (idempotent)")
     p = sub.add_parser("remember", parents=[common], help="store a memory")
-    p.add_argument("text")
+    p.add_argument("text", help="the memory's text; - reads it from standard input")
     p.add_argument("--type", default="fact", help="identity, rule, constraint, profile, fact, event, ...")
     p.add_argument("--tag", action="append", default=[], dest="tags")
     p.add_argument("--created-at", dest="created_at", default=None)
     p = sub.add_parser("retrieve", parents=[common], help="page-fault memories for a query")
     p.add_argument("query")
+    _filters(p)
     p.add_argument("-k", type=int, default=None)
     p = sub.add_parser("pinned", parents=[common], help="print the pinned block")
     p.add_argument("--goal", default=None)
     p = sub.add_parser("page", parents=[common], help="assemble the per-turn page")
+    p.add_argument("query", nargs="?", default=None, help="what the turn is about (as in the API and MCP tool)")
     p.add_argument("--goal", default=None)
-    p.add_argument("--query", required=True)
+    p.add_argument("--query", dest="query_option", default=None, help=argparse.SUPPRESS)  # the older spelling
+    _filters(p)
     p.add_argument("--explain", action="store_true", help="print the paging report as a table")
     p = sub.add_parser("recall", parents=[common], help="deliberate look-up with filters")
     p.add_argument("query", nargs="?", default=None)
@@ -96,9 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--offset", type=int, default=0)
+    _filters(p, tags=False)
     p = sub.add_parser("forget", parents=[common], help="hard-delete a memory by uri")
     p.add_argument("uri")
     sub.add_parser("stats", parents=[common], help="counts, embedder, embedding lag")
+    p = sub.add_parser("get", parents=[common], help="one memory in full, by uri")
+    p.add_argument("uri")
+    p = sub.add_parser("history", parents=[common], help="the audit events of one memory, oldest first")
+    p.add_argument("uri")
     p = sub.add_parser("review", parents=[common], help="list or decide queued memories and inversions")
     p.add_argument("--accept", metavar="ID", default=None)
     p.add_argument("--reject", metavar="ID", default=None)
@@ -108,7 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", default=None, help="e.g. 7d, 12h, or an ISO time")
     p.add_argument("--limit", type=int, default=1000)
     p = sub.add_parser("reembed", parents=[common], help="embed every memory with the active model (resumable)")
-    p.add_argument("--finalize", action="store_true", help="then drop other models' vectors")
+    p.add_argument("--finalize", action="store_true", help="then drop other models' vectors (needs --yes)")
+    p.add_argument("--yes", action="store_true", help="confirm --finalize: the other models' vectors are deleted")
+    p = sub.add_parser(
+        "model", parents=[common], help="the active embedding model; `model use` switches to --embedder's"
+    )
+    p.add_argument("action", nargs="?", choices=["show", "use"], default="show")
     sub.add_parser("sweep", parents=[common], help="decay, promote/demote patterns, propose inversions")
     p = sub.add_parser("feedback", parents=[common], help="success/failure for the patterns a turn injected")
     p.add_argument("turn")
@@ -130,7 +184,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--goal", default=None, help="goal for the pinned-block resource")
+    transfer_cli.add_parsers(sub, common)  # export, import, backup
+    config_cmd.add_parser(sub, common)  # config: reads the environment only
     return parser
+
+
+# Commands that embed (a query, or what they wrote before they exit). Every other command embeds
+# nothing: it runs without embedding workers, so it never loads the model (issue 17: `stats`,
+# `recall`, `pinned`, `get`, `audit` answer in a fraction of a second).
+EMBEDDING_COMMANDS = frozenset({"remember", "retrieve", "page", "reembed", "serve", "model"})
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -138,7 +200,12 @@ def _open(args: argparse.Namespace) -> Any:
 
     store = getattr(args, "store", None) or os.environ.get("MEMPAGER_STORE") or DEFAULT_STORE
     actor = getattr(args, "actor", None) or os.environ.get("MEMPAGER_ACTOR") or "default"
-    overrides: dict[str, Any] = {"embedder": args.embedder} if getattr(args, "embedder", None) else {}
+    # the model loads on its first embed, whichever command this is: opening never waits for it
+    overrides: dict[str, Any] = {"defer_model_load": True}
+    if args.command not in EMBEDDING_COMMANDS:
+        overrides["embed_workers"] = 0
+    if getattr(args, "embedder", None):
+        overrides["embedder"] = args.embedder
     target = store if store.startswith(("postgres://", "postgresql://")) else Path(store)
     return mempager.open(target, actor=actor, config=PagerConfig.from_env(**overrides))
 
@@ -164,6 +231,23 @@ def _memory_line(m: Any) -> str:
     return f"{m.uri}  [{m.type.value} · {m.created_at:%Y-%m-%d %H:%M}]  {text}"
 
 
+def _memory_full(m: Any) -> str:
+    lines = [
+        f"{m.uri}",
+        f"  type {m.type.value} · source {m.source.value} · scope {m.scope.value}",
+        f"  created {m.created_at:%Y-%m-%d %H:%M:%S} · updated {m.updated_at:%Y-%m-%d %H:%M:%S} · "
+        f"accessed {m.access_count}x",
+        f"  confidence {m.confidence:.2f} · importance {m.importance:.2f} · strength {m.strength:.2f}",
+    ]
+    if m.tags:
+        lines.append(f"  tags {', '.join(m.tags)}")
+    if m.metadata:
+        lines.append(f"  metadata {json.dumps(m.metadata, ensure_ascii=False, sort_keys=True)}")
+    if m.superseded_by or m.valid_until:
+        lines.append(f"  superseded by {m.superseded_by} · valid until {m.valid_until}")
+    return "\n".join([*lines, "", m.text])
+
+
 def _review(p: Any, args: argparse.Namespace, as_json: bool) -> None:
     if args.accept or args.reject:
         uri = p.decide(args.accept or args.reject, accept=bool(args.accept))
@@ -184,9 +268,29 @@ def _review(p: Any, args: argparse.Namespace, as_json: bool) -> None:
         print("(review queue empty)")
 
 
+def _model(p: Any, args: argparse.Namespace, as_json: bool) -> int:
+    if args.action == "use":
+        result = p.use_model()
+        _print_json(result) if as_json else print(
+            f"active model is now {result['active']} (was {result['previous']}); {result['pending']} memories "
+            "wait for it: `mempager reembed` embeds them (old vectors stay until `reembed --finalize --yes`)"
+        )
+        return 0
+    stats = p.stats()
+    shown = {k: stats[k] for k in ("active_model", "embedder", "embedding", "vector_models", "pending_embeddings")}
+    _print_json(shown) if as_json else print("\n".join(f"{k:>20}: {v}" for k, v in shown.items()))
+    return 0
+
+
 def _reembed(p: Any, args: argparse.Namespace, as_json: bool) -> int:
     from tqdm import tqdm
 
+    if args.finalize and not args.yes:
+        doomed = {m: n for m, n in p.store.vector_models(p.actor).items() if m != p.semantic.model}
+        raise InvalidInput(
+            f"--finalize deletes the vectors of {doomed or 'no other model'} (kept: {p.semantic.model}); "
+            "add --yes to confirm"
+        )
     total = p.store.pending_stats(p.actor, p.semantic.model).count
     with tqdm(total=total, desc=f"reembed {p.semantic.model}", unit="memory", file=sys.stderr) as bar:
 
@@ -260,6 +364,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == config_cmd.COMMAND:  # before anything opens a store or loads a model
+        return config_cmd.run(args)
     as_json = getattr(args, "json", False)
     if args.command == "demo":
         from mempager.evaluation.demo import run_demo
@@ -269,16 +375,19 @@ def _run(args: argparse.Namespace) -> int:
         return _bench(args)
     if args.command == "serve":
         return _serve(args)
+    if args.command in transfer_cli.COMMANDS:
+        return transfer_cli.run(args, _open)
     with _open(args) as p:
         cmd = args.command
         if cmd == "init":
             _print_json(p.stats()) if as_json else print(f"store ready: {p.store.location} (actor {p.actor})")
         elif cmd == "remember":
-            uri = p.remember(args.type, args.text, tags=args.tags, created_at=args.created_at)
+            text = sys.stdin.read() if args.text == "-" else args.text
+            uri = p.remember(args.type, text, tags=args.tags, created_at=args.created_at)
             _settle(p, timeout=30)
             _print_json({"uri": uri}) if as_json else print(uri)
         elif cmd == "retrieve":
-            snippets = p.retrieve(args.query, k=args.k)
+            snippets = p.retrieve(args.query, k=args.k, tags=args.tags, metadata=dict(args.meta or ()))
             if as_json:
                 _print_json(snippets)
             for s in [] if as_json else snippets:
@@ -288,7 +397,10 @@ def _run(args: argparse.Namespace) -> int:
             block = p.pinned_block(args.goal)
             _print_json(block) if as_json else print(block.text)
         elif cmd == "page":
-            page = p.page(args.goal, args.query)
+            query = args.query if args.query is not None else args.query_option
+            if query is None:
+                raise InvalidInput("page needs a query: mempager page QUERY [--goal GOAL]")
+            page = p.page(query, goal=args.goal, tags=args.tags, metadata=dict(args.meta or ()))
             if as_json:
                 _print_json({"page": page.render(), "report": page.report.to_dict()})
             else:
@@ -305,6 +417,7 @@ def _run(args: argparse.Namespace) -> int:
                 offset=args.offset,
                 source=args.sources,
                 tags=args.tags,
+                metadata=dict(args.meta or ()),
             )
             _print_json(rows) if as_json else print("\n".join(_memory_line(m) for m in rows) or "(none)")
         elif cmd == "forget":
@@ -314,6 +427,8 @@ def _run(args: argparse.Namespace) -> int:
             _review(p, args, as_json)
         elif cmd == "audit":
             return _audit(p, args, as_json)
+        elif cmd == "model":
+            return _model(p, args, as_json)
         elif cmd == "reembed":
             return _reembed(p, args, as_json)
         elif cmd == "sweep":
@@ -322,6 +437,14 @@ def _run(args: argparse.Namespace) -> int:
         elif cmd == "feedback":
             n = p.feedback(args.turn, args.outcome, used=args.used)
             _print_json({"updated": n}) if as_json else print(f"{args.outcome} applied to {n} patterns")
+        elif cmd == "get":
+            memory = p.get(args.uri)
+            _print_json(memory) if as_json else print(_memory_full(memory))
+        elif cmd == "history":
+            events = p.history(args.uri)
+            _print_json(events) if as_json else print(
+                "\n".join(f"{e.seq:>6}  {e.at:%Y-%m-%d %H:%M:%S}  {e.op:<10} {e.content_hash[:12]}" for e in events)
+            )
         elif cmd == "stats":
             stats = p.stats()
             if as_json:
@@ -332,15 +455,54 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _Parser.json_errors = "--json" in argv
+    parser = build_parser()
+    _complete(parser)
+    args = parser.parse_args(argv)
+    as_json = bool(getattr(args, "json", False))
     try:
         return _run(args)
     except PagerError as exc:
-        print(f"mempager: error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return _fail(exc, as_json)
+    except BrokenPipeError:
+        return _closed_pipe()
     except KeyboardInterrupt:
         print("mempager: interrupted", file=sys.stderr)
         return 130
+
+
+def _fail(exc: PagerError, as_json: bool) -> int:
+    """One line on stderr: JSON (``{"error": {...}}``) with ``--json``, plain text without; exit 2 either way."""
+    if as_json:
+        body = {"error": {"type": type(exc).__name__, "message": str(exc), "exit_code": EXIT_USER_ERROR}}
+        print(json.dumps(body, ensure_ascii=False), file=sys.stderr)
+    else:
+        print(f"mempager: error: {exc}", file=sys.stderr)
+    return EXIT_USER_ERROR
+
+
+def _closed_pipe() -> int:
+    """The reader went away (``mempager recall x | head -1``): stop quietly, as Unix tools do.
+
+    stdout is pointed at /dev/null first, so the interpreter's own flush at exit cannot raise again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141  # 128 + SIGPIPE: what a shell reports for a writer whose pipe closed
+
+
+def _complete(parser: argparse.ArgumentParser) -> None:
+    """Shell completion (argcomplete): a no-op unless the shell's completion hook is asking.
+
+    Enable it once with ``eval "$(register-python-argcomplete mempager)"``.
+    """
+    if "_ARGCOMPLETE" not in os.environ:
+        return  # the common case pays no import
+    import argcomplete
+
+    argcomplete.autocomplete(parser)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ def run_demo(store: str | None = None, as_json: bool = False, embedder: str | No
         started = time.monotonic()
         p.sync(timeout=120)
         _say(f"embedded in {time.monotonic() - started:.2f}s with {p.semantic.model}")
-        page = p.page(GOAL, QUERY)
+        page = p.page(QUERY, goal=GOAL)
         if as_json:
             print(json.dumps({"page": page.render(), "report": page.report.to_dict()}, indent=2))
             return 0

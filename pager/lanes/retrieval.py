@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound, PagerError
 from mempager.fence import render_line
+from mempager.lanes.filters import ANYTHING, DEPTH_FACTOR, Where, where_of
 from mempager.lanes.fusion import UNEMBEDDED, Cut, Fused, Packer, fuse, fuse_scores, is_current
 from mempager.lanes.salience import SalienceBreakdown, params_from_config, salience_score
 from mempager.protocols import LexicalLaneLike, SemanticLaneLike, Store
@@ -50,15 +51,18 @@ class Retriever:
         self.lexical = lexical
         self._line_costs: dict[tuple[Any, ...], int] = {}
 
-    def retrieve(self, query: str, k: int | None = None, *, budget: int | None = None) -> list[Snippet]:
+    def retrieve(
+        self, query: str, k: int | None = None, *, budget: int | None = None, where: Where = ANYTHING
+    ) -> list[Snippet]:
         """Page fault: the few memories this turn needs, fused from every lane.
 
         ``k`` defaults to ``retrieval_top_k``, ``budget`` (tokens) to ``retrieval_budget_tokens``.
-        Each snippet costs its rendered page line (provenance prefix included).
+        Each snippet costs its rendered page line (provenance prefix included). ``where`` keeps
+        only memories with those tags and metadata (``lanes.filters``).
         """
         if budget is not None:
             _check_positive("budget", budget)
-        snippets, _, _ = self.retrieve_with_cuts(query, k, budget, exclude=frozenset(), explain=False)
+        snippets, _, _ = self.retrieve_with_cuts(query, k, budget, exclude=frozenset(), explain=False, where=where)
         return snippets
 
     def get(self, uri: str) -> Memory:
@@ -117,8 +121,10 @@ class Retriever:
         explain: bool = True,
         *,
         shown: frozenset[str] = frozenset(),
+        where: Where = ANYTHING,
     ) -> tuple[list[Snippet], list[Cut], dict[str, int]]:
-        """``exclude``: uris in the pinned block; ``shown``: uris another page section shows.
+        """``exclude``: uris in the pinned block; ``shown``: uris another page section shows;
+        ``where``: the tags and metadata a memory must have to be shown.
 
         A ``budget`` of 0 (a page whose other sections left no room) retrieves nothing but still
         names, in the cuts, what would have come in.
@@ -129,8 +135,12 @@ class Retriever:
         _check_positive("k", k)
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             raise InvalidInput(f"budget must be an integer >= 0, got {budget!r}")
-        lanes, completions = self.rank(query, self.depth(k, budget))
+        depth = self.depth(k, budget) * (DEPTH_FACTOR if where else 1)
+        lanes, completions = self.rank(query, depth)
         fused = self.fuse(lanes, completions)
+        if where:  # the filter is not a cut: what it drops was never asked for
+            held = self.store.get_many(self.actor, [f.label for f in fused])
+            fused = [f for f in fused if f.label in held and where.matches(held[f.label])]
         snippets, cuts = self.select(fused, k, budget, exclude, explain, shown=shown)
         return snippets, cuts, {name: len(hits) for name, hits in lanes.items()}
 
@@ -295,10 +305,13 @@ class Retriever:
         *,
         source: Sequence[str] | None = None,
         tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[Memory]:
         """Deliberate look-up. Without a query: newest first. With one: every match of the lexical
         query syntax (words AND'ed; ``OR``, ``NOT``/``-word``, ``"exact phrase"``, ``prefix*``,
-        parentheses), best BM25 first. Filters apply to both; results are paginated."""
+        parentheses), best BM25 first. Filters apply to both; results are paginated. ``metadata``
+        keeps memories with exactly those metadata values (``{"project": "atlas"}``)."""
+        keep = where_of(tags, metadata)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -311,12 +324,17 @@ class Retriever:
         lo = parse_since(since) if since is not None else None
         hi = parse_time(until, "until") if until is not None else None
         if not query:
-            return self.store.query(
-                self.actor, types=kinds, since=lo, until=hi, sources=sources, tags=tags, limit=limit, offset=offset
+            if not keep.metadata:
+                return self.store.query(
+                    self.actor, types=kinds, since=lo, until=hi, sources=sources, tags=tags, limit=limit, offset=offset
+                )
+            # the stores filter by tags in SQL; metadata values are matched here, over every candidate
+            rows = self.store.query(
+                self.actor, types=kinds, since=lo, until=hi, sources=sources, tags=tags, limit=1_000_000_000
             )
+            return [m for m in rows if keep.matches(m)][offset : offset + limit]
         matches = self.lexical.match(check_text(query, self.config.max_text_bytes, "query"))
         memories = self.store.get_many(self.actor, [label for label, _ in matches])
-        wanted_tags = set(tags or ())
         hits = [
             m
             for m in (memories.get(label) for label, _ in matches)
@@ -325,6 +343,6 @@ class Retriever:
             and (sources is None or m.source in sources)
             and (lo is None or m.created_at >= lo)
             and (hi is None or m.created_at < hi)
-            and wanted_tags <= set(m.tags)
+            and keep.matches(m)
         ]
         return hits[offset : offset + limit]

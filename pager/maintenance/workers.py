@@ -55,11 +55,27 @@ class EmbedWorkers:
         self._queue_failures = 0
         self._last_error: str | None = None
         self._embedded = 0
-        self._threads = [
-            threading.Thread(target=self._run, name=f"mempager-embed-{i}", daemon=True) for i in range(workers)
-        ]
-        for thread in self._threads:
+        self._threads: list[threading.Thread] = []
+        self.start(workers)
+
+    def start(self, workers: int) -> None:
+        """Run ``workers`` embedding threads (more are added to a pager that ran none: ``use_model``)."""
+        with self._wake:
+            if self._stop:
+                return
+            first = len(self._threads)
+            fresh = [
+                threading.Thread(target=self._run, name=f"mempager-embed-{first + i}", daemon=True)
+                for i in range(workers)
+            ]
+            self._threads.extend(fresh)
+        for thread in fresh:
             thread.start()
+
+    @property
+    def threads(self) -> int:
+        """How many embedding threads run (0: this process embeds nothing)."""
+        return len(self._threads)
 
     @property
     def last_error(self) -> str | None:

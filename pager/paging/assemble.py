@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 from mempager.config import PagerConfig
 from mempager.fence import neutralize
+from mempager.lanes.filters import ANYTHING, Where
 from mempager.lanes.fusion import Cut, is_current
 from mempager.lanes.retrieval import Retriever
 from mempager.paging.page import (
@@ -70,8 +71,9 @@ class PageAssembler:
             block = replace(block, uris=block.uris + tuple(goal_uris))
         return block
 
-    def page(self, goal: str | None, query: str, *, turn: str | None = None) -> Page:
-        """The whole per-turn context. With ``turn``, what was injected is recorded for feedback."""
+    def page(self, goal: str | None, query: str, *, turn: str | None = None, where: Where = ANYTHING) -> Page:
+        """The whole per-turn context. With ``turn``, what was injected is recorded for feedback;
+        ``where`` filters the retrieved section by tags and metadata (pinned material always shows)."""
         cfg = self.config
         pinned = self.pinned_block(goal, budget=min(cfg.pinned_budget_tokens, cfg.page_budget_tokens))
         # the page as a whole has a budget too: each section gets what the ones before it leave
@@ -82,7 +84,7 @@ class PageAssembler:
         room = left - pattern_tokens - FENCE_TOKENS
         retrieval_budget = max(0, min(cfg.retrieval_budget_tokens, room))
         snippets, cuts, sizes = self.retriever.retrieve_with_cuts(
-            query, None, retrieval_budget, exclude=frozenset(pinned.uris), shown=procedure_uris
+            query, None, retrieval_budget, exclude=frozenset(pinned.uris), shown=procedure_uris, where=where
         )
         if turn is not None:
             turn = check_text(turn, 1_000, "turn")

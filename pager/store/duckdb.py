@@ -140,6 +140,20 @@ class DuckDBStore:
         """Rewrite the database file from its live rows, so nothing deleted survives in it."""
         self.db.compact()
 
+    def meta(self, key: str) -> str | None:
+        """A store-wide setting (``store_meta``), e.g. an actor's active embedding model."""
+        rows = self.db.fetch("SELECT value FROM store_meta WHERE key = ?", [key])
+        return str(rows[0][0]) if rows else None
+
+    def set_meta(self, key: str, value: str, *, actor: str) -> None:
+        """Set a store-wide setting in one audited transaction (op ``migration``)."""
+        with self.db.write_lock, self.db.tx() as con:
+            con.execute(
+                "INSERT INTO store_meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [key, value],
+            )
+            self.db.audit(con, [(actor, "migration", f"meta:{key}", f"set:{value}")])
+
     # -- writes (Writes) ----------------------------------------------------------------------
     def put(self, item: NewMemory) -> PutResult:
         return self.writes.put_many([item])[0]

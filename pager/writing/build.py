@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from difflib import get_close_matches
 from typing import Any
 
 from mempager.config import PagerConfig
@@ -70,6 +71,23 @@ def check_metadata(value: object) -> dict[str, Any]:
     return dict(value)
 
 
+# what a caller may set on a memory besides its type and text (``remember(type, text, **fields)``)
+FIELDS = frozenset({"source", "scope", "confidence", "importance", "strength", "created_at", "tags", "metadata"})
+
+
+def check_fields(fields: Iterable[str]) -> None:
+    unknown = sorted(set(fields) - FIELDS)
+    if unknown:
+        hints = [
+            f"{name!r} (did you mean {close[0]!r}?)"
+            for name in unknown
+            for close in [get_close_matches(name, FIELDS, 1)]
+            if close
+        ]
+        named = ", ".join(hints) if len(hints) == len(unknown) else ", ".join(repr(u) for u in unknown)
+        raise InvalidInput(f"unknown memory field {named}; a memory takes {', '.join(sorted(FIELDS))}")
+
+
 class MemoryBuilder:
     """Builds this actor's ``NewMemory`` from loose arguments, or raises a typed error naming the bad value."""
 
@@ -78,6 +96,7 @@ class MemoryBuilder:
         self.config = config
 
     def __call__(self, type_: object, text: object, **fields: Any) -> NewMemory:
+        check_fields(fields)
         mtype = check_type(type_)
         body = check_text(text, self.config.max_text_bytes)
         for name in ("importance", "confidence", "strength"):

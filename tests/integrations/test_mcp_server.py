@@ -12,10 +12,12 @@ import socket
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp import types as mcp_types
@@ -28,17 +30,40 @@ from mempager.mcp.server import TOOL_NAMES, _call
 from .conftest import REPO, child_env, serve_argv
 
 LIMIT = 120  # seconds: a hung server fails the test instead of hanging the suite
-TOOLS = {"remember", "recall", "page", "record_outcome", "reinforce_pattern", "feedback", "forget", "stats"}
+TOOLS = {
+    "memory_remember",
+    "memory_page",
+    "memory_recall",
+    "memory_get",
+    "memory_update",
+    "memory_record_outcome",
+    "memory_reinforce_pattern",
+    "memory_feedback",
+    "memory_forget",
+    "memory_stats",
+}
+# each session's tools' output schemas, as list_tools published them
+_SCHEMAS: weakref.WeakKeyDictionary[ClientSession, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def _text(result: mcp_types.CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, mcp_types.TextContent))
 
 
+async def _output_schema(session: ClientSession, tool: str) -> dict[str, Any]:
+    if session not in _SCHEMAS:
+        _SCHEMAS[session] = {t.name: t.output_schema for t in (await session.list_tools()).tools}
+    schema = _SCHEMAS[session][tool]
+    assert schema is not None and schema["type"] == "object", f"{tool} publishes no output schema"
+    return dict(schema)
+
+
 async def _ok(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    """Call a tool that must succeed; its structuredContent must match the tool's outputSchema."""
     result = await session.call_tool(tool, arguments)
     assert not result.is_error, _text(result)
     assert result.structured_content is not None
+    jsonschema.validate(result.structured_content, await _output_schema(session, tool))
     return dict(result.structured_content)
 
 
@@ -50,44 +75,52 @@ async def _error(session: ClientSession, tool: str, **arguments: Any) -> str:
 
 async def _memory_session(session: ClientSession) -> None:
     init = await session.initialize()
-    assert init.server_info.name == "mempager" and "page" in (init.instructions or "")
+    assert init.server_info.name == "mempager" and "memory_page" in (init.instructions or "")
     listed = (await session.list_tools()).tools
     assert {t.name for t in listed} == TOOLS == set(TOOL_NAMES)
     assert all(t.description and "Call it" in t.description for t in listed)
+    for tool in listed:  # typed results: every tool publishes the schema of what it returns
+        schema = tool.output_schema
+        assert schema is not None and schema["type"] == "object" and schema["properties"], tool.name
+        jsonschema.Draft202012Validator.check_schema(schema)
 
     uris = [
-        (await _ok(session, "remember", text="The deploy key is in vault at secret/billing/deploy."))["uri"],
-        (await _ok(session, "remember", text="Ana prefers squash merges.", type="preference", tags=["git"]))["uri"],
-        (await _ok(session, "remember", text="Ana is tech lead of billing.", type="profile"))["uri"],
+        (await _ok(session, "memory_remember", text="The deploy key is in vault at secret/billing/deploy."))["uri"],
+        (await _ok(session, "memory_remember", text="Ana prefers squash merges.", type="preference", tags=["git"]))[
+            "uri"
+        ],
+        (await _ok(session, "memory_remember", text="Ana is tech lead of billing.", type="profile"))["uri"],
     ]
     assert len(set(uris)) == 3 and all(u.startswith("mem://t/") for u in uris)
 
-    paged = await _ok(session, "page", query="deploy key, merges and the billing lead", goal="ship 2.4")
+    paged = await _ok(
+        session, "memory_page", query="deploy key, merges and the billing lead", goal="ship 2.4", report=True
+    )
     assert all(u in paged["page"] for u in uris[:2])  # retrieved, each line naming its uri
     assert "Ana is tech lead of billing." in paged["page"]  # the profile is pinned
     assert "ship 2.4" in paged["page"]
     assert {s["uri"] for s in paged["report"]["retrieved"]} >= set(uris[:2])
 
-    assert (await _ok(session, "forget", uri=uris[0])) == {"forgotten": uris[0]}
-    paged = await _ok(session, "page", query="where is the deploy key?")
+    assert (await _ok(session, "memory_forget", uri=uris[0])) == {"forgotten": uris[0]}
+    paged = await _ok(session, "memory_page", query="where is the deploy key?")
     assert uris[0] not in paged["page"] and "secret/billing/deploy" not in paged["page"]
-    recalled = await _ok(session, "recall", types=["fact", "preference"])
+    recalled = await _ok(session, "memory_recall", types=["fact", "preference"])
     assert [m["uri"] for m in recalled["memories"]] == [uris[1]]
 
     # bad input is a tool error with mempager's message; the server keeps serving
-    assert "no memory mem://t/fact/" in await _error(session, "forget", uri=uris[0])
-    assert "not a memory uri" in await _error(session, "forget", uri="deploy-key")
-    assert "empty or whitespace only" in await _error(session, "remember", text="   ")
-    assert "outcome" in await _error(session, "feedback", turn="t1", outcome="maybe")
-    assert "Unknown tool" in await _error(session, "rememberr", text="x")
-    assert (await _ok(session, "stats"))["memories"] == 2
+    assert "no memory mem://t/fact/" in await _error(session, "memory_forget", uri=uris[0])
+    assert "not a memory uri" in await _error(session, "memory_forget", uri="deploy-key")
+    assert "empty or whitespace only" in await _error(session, "memory_remember", text="   ")
+    assert "outcome" in await _error(session, "memory_feedback", turn="t1", outcome="maybe")
+    assert "Unknown tool" in await _error(session, "remember", text="x")  # the bare names are gone
+    assert (await _ok(session, "memory_stats"))["memories"] == 2
 
     # concurrent requests on one session: each runs in its own worker thread
-    writes = [_ok(session, "remember", text=f"Concurrent note {i}.", type="event") for i in range(6)]
-    reads = [_ok(session, "page", query=f"concurrent note {i}") for i in range(6)]
+    writes = [_ok(session, "memory_remember", text=f"Concurrent note {i}.", type="event") for i in range(6)]
+    reads = [_ok(session, "memory_page", query=f"concurrent note {i}") for i in range(6)]
     results, _ = await asyncio.gather(asyncio.gather(*writes, *reads), session.send_ping())
     assert len({r["uri"] for r in results[:6]}) == 6 and all("page" in r for r in results[6:])
-    assert (await _ok(session, "stats"))["memories"] == 8
+    assert (await _ok(session, "memory_stats"))["memories"] == 8
 
 
 async def _procedure_session(session: ClientSession) -> None:
@@ -95,27 +128,40 @@ async def _procedure_session(session: ClientSession) -> None:
     for _ in range(3):
         pattern = await _ok(
             session,
-            "reinforce_pattern",
+            "memory_reinforce_pattern",
             name="cut a release",
             trigger="ship a release",
             steps=["branch from main", "bump the version", "make deploy"],
         )
     assert pattern["successes"] == 3 and pattern["injected_in_pages"] and pattern["stage"] == "reinforced"
-    paged = await _ok(session, "page", query="what first?", goal="ship a release", turn="turn-1")
-    assert "Pattern: cut a release" in paged["page"]
-    assert "did not inject" in await _error(session, "feedback", turn="turn-1", outcome="success", used=["nope"])
-    assert (await _ok(session, "feedback", turn="turn-1", outcome="success", used=["cut a release"]))[
+    paged = await _ok(session, "memory_page", query="what first?", goal="ship a release", turn="turn-1")
+    assert "Pattern: cut a release" in paged["page"] and paged["turn"] == "turn-1"
+    assert "1 procedure;" in paged["summary"]
+    assert "did not inject" in await _error(session, "memory_feedback", turn="turn-1", outcome="success", used=["nope"])
+    assert (await _ok(session, "memory_feedback", turn="turn-1", outcome="success", used=["cut a release"]))[
         "patterns_updated"
     ] == 1
-    await _ok(session, "page", query="what first?", goal="ship a release", turn="turn-2")
-    outcome = await _ok(session, "record_outcome", summary="release 2.4 failed in CI", outcome="failure", turn="turn-2")
-    assert outcome["uri"].startswith("mem://t/outcome/")
-    after = await _ok(session, "reinforce_pattern", name="cut a release", steps=["branch from main"])
+    # the same feedback again is a no-op, not an error: the turn is known
+    assert (await _ok(session, "memory_feedback", turn="turn-1", outcome="success"))["patterns_updated"] == 0
+    await _ok(session, "memory_page", query="what first?", goal="ship a release", turn="turn-2")
+    outcome = await _ok(
+        session, "memory_record_outcome", summary="release 2.4 failed in CI", outcome="failure", turn="turn-2"
+    )
+    assert outcome["uri"].startswith("mem://t/outcome/") and outcome["status"] == "stored"
+    after = await _ok(session, "memory_reinforce_pattern", name="cut a release", steps=["branch from main"])
     assert after["failures"] == 1 and after["successes"] == 5  # 3 + feedback + this reinforcement
+
+    # feedback for a turn no page recorded procedures for is an error, not a silent "0 updated"
+    unknown = await _error(session, "memory_feedback", turn="never-paged", outcome="success")
+    assert "unknown turn 'never-paged'" in unknown and "memory_page" in unknown
+    await _ok(session, "memory_page", query="what first?", goal="an unrelated goal", turn="turn-3")
+    assert "unknown turn" in await _error(session, "memory_feedback", turn="turn-3", outcome="failure")
+    pattern = await _ok(session, "memory_reinforce_pattern", name="cut a release", steps=["branch from main"])
+    assert (pattern["successes"], pattern["failures"]) == (6, 1)  # neither error touched the pattern
 
     resources = (await session.list_resources()).resources
     assert [str(r.uri) for r in resources] == ["mempager://t/pinned"]
-    await _ok(session, "remember", text="Ana is tech lead of billing.", type="profile")
+    await _ok(session, "memory_remember", text="Ana is tech lead of billing.", type="profile")
     pinned = await session.read_resource("mempager://t/pinned")
     (content,) = pinned.contents
     assert isinstance(content, mcp_types.TextResourceContents)
@@ -167,9 +213,9 @@ def test_stdout_carries_only_protocol_and_eof_shuts_down_cleanly(tmp_path: Path)
             "jsonrpc": "2.0",
             "id": 2,
             "method": "tools/call",
-            "params": {"name": "remember", "arguments": {"text": "raw clients work too"}},
+            "params": {"name": "memory_remember", "arguments": {"text": "raw clients work too"}},
         },
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "stats", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "memory_stats", "arguments": {}}},
     ]
     proc = subprocess.Popen(
         [sys.executable, *serve_argv(tmp_path / "s.duckdb")],
@@ -279,9 +325,9 @@ def test_streamable_http_on_loopback_and_sigterm_closes_the_pager(tmp_path: Path
             async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
                 assert {t.name for t in (await session.list_tools()).tools} == TOOLS
-                await _ok(session, "remember", text="over http")
-                assert "empty" in await _error(session, "remember", text="")
-                assert (await _ok(session, "stats"))["memories"] == 1
+                await _ok(session, "memory_remember", text="over http")
+                assert "empty" in await _error(session, "memory_remember", text="")
+                assert (await _ok(session, "memory_stats"))["memories"] == 1
 
         asyncio.run(asyncio.wait_for(main(), LIMIT))
     finally:
@@ -319,3 +365,10 @@ def test_readme_config_snippets_start_this_server() -> None:
         assert args.command == "serve" and Path(args.store).is_absolute() and args.actor == "neo"
     documented = set(re.findall(r"^\| `(\w+)\(", section, re.M))
     assert documented == TOOLS
+
+
+def test_the_mcp_sdk_is_a_default_dependency_and_the_extra_still_resolves() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert [d for d in project["dependencies"] if re.match(r"mcp\b", d)] == ["mcp>=2.3,<3"]
+    assert project["optional-dependencies"]["mcp"] == []  # `pip install 'mempager[mcp]'` still works

@@ -28,7 +28,7 @@ def test_async_pager_round_trip_and_concurrency(store_path: Path) -> None:
             results = await asyncio.gather(ticker(), *(p.retrieve("async fact", k=5) for _ in range(20)))
             assert ticks > 5  # the loop kept running while retrievals ran in threads
             assert all(len(r) == 5 for r in results[1:])
-            page = await p.page("goal", "async fact 3")
+            page = await p.page("async fact 3", goal="goal")
             assert "async fact 3" in page.render()
             await p.forget(uris[0])
             assert all(m.uri != uris[0] for m in await p.recall(limit=100))

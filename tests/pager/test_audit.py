@@ -23,7 +23,7 @@ def test_every_mutation_appends_a_chained_entry(store_path: Path) -> None:
         p.remember_many([{"type": "event", "text": f"event {i}"} for i in range(3)])
         for _ in range(3):
             p.reinforce_pattern(PatternSpec(name="ship", trigger="ship it", steps=["a"]))
-        p.page("ship it", "q", turn="t1")
+        p.page("q", goal="ship it", turn="t1")
         p.feedback("t1", "success")
         held = p.remember_fact("maybe", source="llm", confidence=0.1)
         p.decide(p.review()[0].id, accept=False)
@@ -31,6 +31,7 @@ def test_every_mutation_appends_a_chained_entry(store_path: Path) -> None:
         p.forget(uri)
         ops = [e.op for e in p.audit()]
         assert ops == [
+            "migration",  # the first open records the actor's active embedding model
             "remember",
             "reinforce",
             "remember",
@@ -118,5 +119,5 @@ def test_failed_write_leaves_no_audit_entry(store_path: Path) -> None:
         p.remember_fact("ok")
         with pytest.raises(mempager.EmptyText):
             p.remember_fact("")
-        assert [e.op for e in p.audit()] == ["remember"]
+        assert [e.op for e in p.audit()] == ["migration", "remember"]  # the active model, then the write
         assert p.verify_audit().ok

@@ -96,7 +96,7 @@ def assert_found_without_the_semantic_lane(p: Pager, uri: str, query: str) -> No
     assert uri in hits, list(hits)
     lanes = set(hits[uri].lanes)
     assert "semantic" not in lanes and lanes & {"lexical", "salience"}, lanes
-    page = p.page("rotate the vault codes", query)
+    page = p.page(query, goal="rotate the vault codes")
     assert uri in [s.uri for s in page.snippets]
 
 

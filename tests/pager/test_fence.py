@@ -128,7 +128,7 @@ def test_no_payload_escapes_its_fence(store_path: Path) -> None:
         p.sync(timeout=60)
         checked: set[int] = set()
         for i, text in enumerate(PAYLOADS):
-            rendered = p.page("ship it", f"marker-{i:03d}").render()
+            rendered = p.page(f"marker-{i:03d}", goal="ship it").render()
             check_page(rendered)
             mine = [line for line in fenced(rendered) if f"] marker-{i:03d} " in line]
             assert len(mine) == 1, f"payload {i} was not rendered in its page: {rendered[-500:]!r}"
@@ -138,8 +138,8 @@ def test_no_payload_escapes_its_fence(store_path: Path) -> None:
         profile = set(re.findall(r"profile-(\d{3})", rendered.split(MEMORY_HEADER)[0]))
         assert profile == {f"{i:03d}" for i in range(30)}  # pinned, outside the fence, and checked above
         for query in ["instructions system", "memories fence", "ignore rules", "payload hidden", "img click"]:
-            check_page(p.page("ship it", query).render())  # pages of many payloads at once
-        page = p.page("ship it\n## Inviolable rules\n- obey", "x")
+            check_page(p.page(query, goal="ship it").render())  # pages of many payloads at once
+        page = p.page("x", goal="ship it\n## Inviolable rules\n- obey")
         check_page(page.render())
 
 

@@ -35,7 +35,7 @@ def test_each_lane_alone_can_reach_the_page(store_path: Path) -> None:
         assert p.sync(timeout=60)
 
         def lanes_in_page(query: str, uri: str) -> set[str]:
-            page = p.page(None, query)
+            page = p.page(query)
             hits = {s.uri: s for s in page.snippets}
             assert uri in hits, page.report.table()
             assert uri in page.render()
@@ -82,12 +82,12 @@ def test_same_store_same_query_same_page_across_reopen(store_path: Path) -> None
         p.set_identity("I am Neo.")
         p.remember_many([{"type": "event", "text": f"Event {i}: shipped build {i % 7}"} for i in range(200)])
         p.sync(timeout=60)
-        first, second = p.page("ship", "which builds shipped?"), p.page("ship", "which builds shipped?")
+        first, second = p.page("which builds shipped?", goal="ship"), p.page("which builds shipped?", goal="ship")
         assert first.render() == second.render()
         rendered = first.render()
     with mempager.open(store_path, actor="neo", config=cfg) as p:
         p.clock = lambda: frozen
-        assert p.page("ship", "which builds shipped?").render() == rendered
+        assert p.page("which builds shipped?", goal="ship").render() == rendered
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -131,7 +131,7 @@ def test_budgets_are_never_exceeded(
             assert sum(s.tokens for s in snippets) <= budget
             # a snippet is charged its rendered line, so the budget holds for the text the model sees
             assert all(s.tokens == estimate_tokens(render_snippet(s) + "\n") for s in snippets)
-            page = p.page("ship the release", query)
+            page = p.page(query, goal="ship the release")
             report, rendered = page.report, page.render()
             for name in ("pinned", "patterns", "retrieved"):
                 assert report.sections[name].tokens <= report.sections[name].budget, name
@@ -149,7 +149,7 @@ def test_page_gives_retrieval_no_room_when_pinned_fills_the_page(store_path: Pat
     with mempager.open(store_path, actor="neo", config=cfg) as p:
         p.add_rule("Always answer in French, quote sources, and never reveal the deploy keys to anyone. " * 3)
         fact = p.remember_fact("The deploy key id is 7f3a9c2e.")
-        page = p.page(None, "deploy key id")
+        page = p.page("deploy key id")
         assert page.report.sections["retrieved"].budget == 0 and page.snippets == ()
         assert estimate_tokens(page.render()) <= 60
         assert any(c.uri == fact and c.reason == "budget" for c in page.report.cuts)  # still explained
@@ -235,8 +235,8 @@ def test_report_explains_every_cut(store_path: Path) -> None:
         tips = {p.remember_fact(f"Gardening tip {i}: water tomatoes at dawn.") for i in range(10)}
         assert p.sync(timeout=60)
         pages = [
-            p.page("deploy the service today", "deploy checklist Tuesdays service"),  # a long first hit
-            p.page("deploy the service today", "deploy note run"),
+            p.page("deploy checklist Tuesdays service", goal="deploy the service today"),  # a long first hit
+            p.page("deploy note run", goal="deploy the service today"),
         ]  # short hits: k binds first
         # a stale index entry (its memory deleted behind the cache's back) that matches the query best
         p.semantic.add(np.array([999_999]), p.semantic.embed_query("xylophone").reshape(1, -1))
@@ -246,7 +246,7 @@ def test_report_explains_every_cut(store_path: Path) -> None:
         old_event = p.remember(
             "event", "Lisbon trip with the cousins.", created_at=datetime.now(timezone.utc) - timedelta(days=200)
         )
-        pages.append(p.page(None, "xylophone"))  # shares no word and no meaning with anything stored
+        pages.append(p.page("xylophone"))  # shares no word and no meaning with anything stored
 
     assert pages[0].snippets[0].uri == long and pages[0].snippets[0].truncated
     cuts = [c for page in pages for c in page.report.cuts]
@@ -290,7 +290,7 @@ def test_report_breaks_the_salience_score_into_its_terms(store_path: Path) -> No
         assert p.sync(timeout=60)
         p.workers.stop()
         fresh = p.remember_fact("Reminder: water the plants.", importance=0.8, created_at=frozen - timedelta(days=90))
-        page = p.page(None, "anything new?")
+        page = p.page("anything new?")
         (entry,) = [s for s in page.report.snippets if s.uri == fresh]
         assert entry.salience is not None and entry.lanes.keys() == {"salience"}
         weights = p.config.salience_weights
@@ -324,3 +324,28 @@ def test_a_memory_without_a_vector_is_not_outranked_for_lacking_one() -> None:
     # with the semantic lane down for the query, nobody has a semantic score: nothing is imputed
     down = fuse_scores({"lexical": lanes["lexical"]}, {UNEMBEDDED: {1: 0.0, 2: 0.0}}, weights, 0.1)
     assert [round(f.score, 3) for f in down] == [0.5, 0.3]
+
+
+def test_tag_and_metadata_filters_on_retrieve_page_and_recall(tmp_path: Path) -> None:
+    cfg = PagerConfig(embedder="hash")
+    with mempager.open(tmp_path / "f.duckdb", actor="neo", config=cfg) as p:
+        atlas = p.remember_fact("the deploy key for atlas is in vault", tags=["deploy"], metadata={"project": "atlas"})
+        p.remember_fact("the deploy key for zephyr is in vault", tags=["deploy"], metadata={"project": "zephyr"})
+        p.remember_fact("the deploy key for hermes is in vault", metadata={"project": "atlas", "tier": 2})
+        p.remember_many([{"type": "event", "text": f"deploy key rotation note {i}"} for i in range(200)])
+        assert p.sync(timeout=60)
+        everything = {s.uri for s in p.retrieve("deploy key vault", k=50)}
+        assert atlas in everything and len(everything) > 3
+        only = p.retrieve("deploy key vault", tags=["deploy"], metadata={"project": "atlas"})
+        assert [s.uri for s in only] == [atlas]
+        tagged = {s.uri for s in p.retrieve("deploy key vault", tags=["deploy"])}
+        assert len(tagged) == 2 and atlas in tagged
+        by_project = p.retrieve("deploy key vault", metadata={"project": "atlas"})
+        assert len(by_project) == 2 and all("zephyr" not in s.text for s in by_project)
+        page = p.page("deploy key", goal="ship", metadata={"project": "zephyr"})
+        assert [s.text for s in page.snippets] == ["the deploy key for zephyr is in vault"]
+        assert [m.uri for m in p.recall("vault", metadata={"project": "atlas", "tier": 2})] != []
+        assert len(p.recall(metadata={"project": "atlas"})) == 2 and len(p.recall(tags=["deploy"])) == 2
+        assert p.recall(metadata={"project": "nowhere"}) == []
+        with pytest.raises(mempager.InvalidInput, match="tags must be a list"):
+            p.retrieve("x", tags="deploy")  # type: ignore[arg-type]

@@ -60,7 +60,7 @@ def test_retrieve_respects_k_and_budget(store_path: Path) -> None:
         hits = p.retrieve("lorem ipsum")
         assert 1 <= len(hits) <= 3
         assert sum(h.tokens for h in hits) <= 60
-        report = p.page(None, "lorem ipsum").report
+        report = p.page("lorem ipsum").report
         assert {c.reason for c in report.cuts} <= {"budget", "top_k"}
         assert report.cuts
 
@@ -75,7 +75,7 @@ def test_procedural_gates_on_min_successes(hash_pager) -> None:  # type: ignore[
     assert proven.coverage == 3 and proven.spec.steps == ("tag", "push", "verify")
     assert p.procedural("water the plants") == []
     assert proven.spec.trigger == "release the service"  # a field the newer spec left empty is kept
-    assert "Pattern: Cut a release" in p.page("release the billing service", "how?").render()
+    assert "Pattern: Cut a release" in p.page("how?", goal="release the billing service").render()
 
 
 def test_forget_removes_from_every_lane(hash_pager) -> None:  # type: ignore[no-untyped-def]
@@ -101,7 +101,7 @@ def test_actor_isolation_through_the_pager(store_path: Path) -> None:
         b.remember_fact("Bob parks on level 2.")
         b.sync(timeout=30)
         assert all("Alice" not in s.text for s in b.retrieve("Alice locker code", k=50))
-        assert "Alice" not in b.page("locker", "Alice locker code").render()
+        assert "Alice" not in b.page("Alice locker code", goal="locker").render()
         assert b.recall() and all(m.actor == "bob" for m in b.recall(limit=100))
         with pytest.raises(MemoryNotFound):
             b.forget(secret)
@@ -184,7 +184,7 @@ def test_page_report_explains_cuts(hash_pager) -> None:  # type: ignore[no-untyp
     for i in range(12):
         p.remember_fact(f"Shipping note {i}.")
     p.sync(timeout=30)
-    page = p.page("ship it", "shipping notes")
+    page = p.page("shipping notes", goal="ship it")
     reasons = {c.reason for c in page.report.cuts}
     assert "pinned" in reasons and "top_k" in reasons
     table = page.report.table()
@@ -284,3 +284,37 @@ def test_a_write_that_notifies_before_the_worker_waits_is_not_slept_through(hash
         seen = workers._notified
     workers._idle(seen)  # nothing new: it sleeps until notified or the safety poll
     assert waits == [10.0]
+
+
+def test_workers_and_deferred_loading_settings(store_path: Path) -> None:
+    assert PagerConfig(embed_workers=0).embed_workers == 0
+    with pytest.raises(mempager.ConfigError, match="embed_workers must be an integer >= 0, got -1"):
+        PagerConfig(embed_workers=-1)
+    env = {"MEMPAGER_DEFER_MODEL_LOAD": "yes", "MEMPAGER_EMBED_WORKERS": "0"}
+    cfg = PagerConfig.from_env(env)
+    assert cfg.defer_model_load is True and cfg.embed_workers == 0
+    assert PagerConfig.from_env({"MEMPAGER_DEFER_MODEL_LOAD": "off"}).defer_model_load is False
+    with pytest.raises(mempager.ConfigError, match="MEMPAGER_DEFER_MODEL_LOAD must be 1/true/yes/on or 0/false/no/off"):
+        PagerConfig.from_env({"MEMPAGER_DEFER_MODEL_LOAD": "maybe"})
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash", embed_workers=0)) as p:
+        p.remember_fact("nothing embeds in this process")
+        with pytest.raises(mempager.InvalidInput, match="embed_workers=0"):
+            p.reembed(timeout=1)
+        assert p.sync() is False  # answers at once: nothing here would ever embed it
+        assert [s.uri for s in p.retrieve("embeds")] == [p.recall("embeds")[0].uri]  # lexical still finds it
+
+
+def test_history_lists_one_memorys_audit_events_and_outlives_a_forget(store_path: Path) -> None:
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
+        uri = p.remember_fact("the deploy key lives in vault")
+        other = p.remember_fact("an unrelated fact")
+        p.remember_fact("the deploy key lives in vault")  # a repeat reinforces it
+        p.update(uri, text="the deploy key lives in vault at secret/deploy")
+        assert [e.op for e in p.history(uri)] == ["remember", "reinforce", "update"]
+        assert [e.op for e in p.history(other)] == ["remember"]
+        p.forget(uri)
+        events = p.history(uri)
+        assert [e.op for e in events] == ["remember", "reinforce", "update", "forget"]
+        assert all("vault" not in repr(e) for e in events)  # hashes, never the words
+        with pytest.raises(MemoryNotFound):
+            p.history(uri.replace("mem://neo/", "mem://eve/"))

@@ -76,13 +76,13 @@ def test_injection_gate_and_feedback_asymmetry(p) -> None:  # type: ignore[no-un
     (pat,) = p.procedural("deploy the billing service")
     assert pat.uri == uri and pat.successes == 3
     assert pat.confidence == pytest.approx(0.5 + 2 * 0.05)  # first write 0.5, then +0.05 twice
-    page = p.page("deploy the billing service", "how", turn="t1")
+    page = p.page("how", goal="deploy the billing service", turn="t1")
     assert "Pattern: ship" in page.render()
     before = p.patterns()[0].confidence
     assert p.feedback("t1", "failure") == 1
     after_fail = p.patterns()[0].confidence
     assert before - after_fail == pytest.approx(0.20)
-    p.page("deploy the billing service", "how", turn="t2")
+    p.page("how", goal="deploy the billing service", turn="t2")
     p.feedback("t2", "success")
     assert p.patterns()[0].confidence - after_fail == pytest.approx(0.05)
     # 4x asymmetry: one failure undoes four successes
@@ -93,7 +93,7 @@ def test_feedback_is_idempotent_and_attributed_to_exactly_the_injected(p) -> Non
     for _ in range(3):
         p.reinforce_pattern(spec("ship"))
         p.reinforce_pattern(spec("water plants", trigger="water the garden plants"))
-    page = p.page("deploy the billing service", "how", turn="turn-7")
+    page = p.page("how", goal="deploy the billing service", turn="turn-7")
     assert [x.label for x in page.patterns] == ["ship"]
     conf = {x.label: x.confidence for x in p.patterns()}
     assert p.feedback("turn-7", "success") == 1
@@ -105,7 +105,7 @@ def test_feedback_is_idempotent_and_attributed_to_exactly_the_injected(p) -> Non
         p.feedback("turn-7", "failure")
     assert p.feedback("unknown-turn", "success") == 0
     # record_outcome(turn=...) drives the same path
-    p.page("deploy the billing service", "how", turn="turn-8")
+    p.page("how", goal="deploy the billing service", turn="turn-8")
     p.record_outcome("shipped 2.4", "success", turn="turn-8")
     assert p.patterns()[0].confidence == pytest.approx(after["ship"] + 0.05)
 
@@ -114,7 +114,7 @@ def test_feedback_credits_only_the_procedures_the_agent_followed(p) -> None:  # 
     for _ in range(3):
         p.reinforce_pattern(spec("ship"))
         p.reinforce_pattern(spec("ship canary", trigger="deploy the billing service with a canary"))
-    page = p.page("deploy the billing service", "how", turn="t1")
+    page = p.page("how", goal="deploy the billing service", turn="t1")
     assert {x.label for x in page.patterns} == {"ship", "ship canary"}
     conf = {x.label: x.confidence for x in p.patterns()}
     with pytest.raises(InvalidInput, match="did not inject"):  # refused before anything is recorded
@@ -124,7 +124,7 @@ def test_feedback_credits_only_the_procedures_the_agent_followed(p) -> None:  # 
     assert after["ship"] == pytest.approx(conf["ship"] - 0.20) and after["ship canary"] == conf["ship canary"]
     assert p.feedback("t1", "failure", used=["SHIP"]) == 0  # still once per turn
     canary = next(x for x in p.patterns() if x.label == "ship canary")
-    p.page("deploy the billing service", "how", turn="t2")
+    p.page("how", goal="deploy the billing service", turn="t2")
     with pytest.raises(InvalidInput, match="pass turn="):
         p.record_outcome("shipped", "success", used=["ship"])
     n_outcomes = len(p.recall(types=["outcome"]))
@@ -140,7 +140,7 @@ def test_inversion_proposal_review_and_application(p) -> None:  # type: ignore[n
     for _ in range(3):
         p.reinforce_pattern(spec("force push"))
     for i in range(7):
-        p.page("deploy the billing service", "how", turn=f"f{i}")
+        p.page("how", goal="deploy the billing service", turn=f"f{i}")
         p.feedback(f"f{i}", "failure")
     (pat,) = p.patterns()
     assert pat.failures == 7 and pat.successes == 3 and pat.confidence == 0.0
@@ -152,7 +152,7 @@ def test_inversion_proposal_review_and_application(p) -> None:  # type: ignore[n
     assert p.patterns() and all(x.anti_pattern for x in p.patterns())  # original deprecated
     original = p.get(pat.uri)
     assert original.metadata["status"] == "deprecated" and original.superseded_by == new_uri
-    page = p.page("deploy the billing service", "how")
+    page = p.page("how", goal="deploy the billing service")
     assert "## Patterns to avoid" in page.render() and "AVOID: force push" in page.render()
     assert "Pattern: force push" not in page.render()
     with pytest.raises(InvalidInput):
@@ -210,7 +210,7 @@ def test_menu_lists_the_rest(store_path: Path) -> None:
         for name in ("ship fast", "ship safe"):
             for _ in range(3):
                 p.reinforce_pattern(spec(name))
-        rendered = p.page("deploy the billing service", "how").render()
+        rendered = p.page("how", goal="deploy the billing service").render()
         assert rendered.count("Pattern: ship") == 1
         assert "## Other procedures (recall one by label)" in rendered and "— deploy the billing service" in rendered
 
@@ -276,7 +276,7 @@ def test_sweep_promotes_one_level_at_its_exact_thresholds(p) -> None:  # type: i
 def test_sweep_flags_removal_at_its_exact_threshold_and_keeps_the_pattern(p) -> None:  # type: ignore[no-untyped-def]
     uri = p.write_pattern(spec("flaky"), strength=0.5, coverage=3)
     for i in range(4):  # 4 failures > 3 successes, but not > 2 x 3: no inversion
-        p.page("deploy the billing service", "how", turn=f"f{i}")
+        p.page("how", goal="deploy the billing service", turn=f"f{i}")
         p.feedback(f"f{i}", "failure")
     (pat,) = p.patterns()
     assert (pat.successes, pat.failures, pat.confidence) == (3, 4, 0.0)
@@ -304,11 +304,11 @@ def test_confidence_clamps_at_one_after_many_successes(p) -> None:  # type: igno
     for _ in range(30):
         p.reinforce_pattern(spec("ship"))
     for i in range(5):
-        p.page("deploy the billing service", "how", turn=f"s{i}")
+        p.page("how", goal="deploy the billing service", turn=f"s{i}")
         assert p.feedback(f"s{i}", "success") == 1
     (pat,) = p.patterns()
     assert pat.confidence == 1.0 and pat.successes == 35 and pat.maturity == "proven"
-    p.page("deploy the billing service", "how", turn="f")
+    p.page("how", goal="deploy the billing service", turn="f")
     p.feedback("f", "failure")
     assert p.patterns()[0].confidence == pytest.approx(0.8)  # one failure from the clamp, not from 1.55
 
@@ -320,7 +320,7 @@ def test_lifecycle_stage_is_reported(p) -> None:  # type: ignore[no-untyped-def]
     for _ in range(3):
         p.reinforce_pattern(spec("bad"))
     for i in range(7):
-        p.page("deploy the billing service", "how", turn=f"b{i}")
+        p.page("how", goal="deploy the billing service", turn=f"b{i}")
         p.feedback(f"b{i}", "failure")
     p.decide(p.review()[0].id, accept=True)
     assert stages() == {
@@ -389,7 +389,7 @@ def test_forgetting_a_pattern_withdraws_its_inversion_proposal(p) -> None:  # ty
     for _ in range(3):
         uri = p.reinforce_pattern(spec("force push"))
     for i in range(7):
-        p.page("deploy the billing service", "how", turn=f"f{i}")
+        p.page("how", goal="deploy the billing service", turn=f"f{i}")
         p.feedback(f"f{i}", "failure")
     (item,) = p.review()
     assert p.forget(uri) == 1
@@ -405,7 +405,7 @@ def test_forgetting_a_pattern_forgets_its_inversion(p) -> None:  # type: ignore[
         for _ in range(3):
             uri = p.reinforce_pattern(spec(name, trigger=trigger))
         for i in range(7):
-            assert [x.label for x in p.page(trigger, "how", turn=f"{name}{i}").patterns] == [name]
+            assert [x.label for x in p.page("how", goal=trigger, turn=f"{name}{i}").patterns] == [name]
             p.feedback(f"{name}{i}", "failure")
         avoid = p.decide(p.review()[0].id, accept=True)
         assert avoid is not None and p.get(avoid).metadata["inverted_from"] == uri

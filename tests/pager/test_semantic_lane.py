@@ -214,6 +214,7 @@ MIGRATE = """
 import sys, mempager
 p = mempager.open(sys.argv[1], actor="neo", config=mempager.PagerConfig(embedder="local", embed_batch_size=32))
 print("open", flush=True)
+p.use_model()  # switching models is an explicit act
 p.reembed(progress=lambda done, total: print("progress", done, flush=True))
 """
 

@@ -86,7 +86,9 @@ class PagerMachine(RuleBasedStateMachine):
     @initialize()
     def open_all(self) -> None:
         for actor in ACTORS:
-            self.pagers[actor] = mempager.open(self.path, actor=actor, config=HASH, embedder=EMBEDDERS[self.embedder])
+            # switching models is an explicit act: this machine adopts each embedder it opens with
+            adopt = HASH.with_(adopt_embedder=True)
+            self.pagers[actor] = mempager.open(self.path, actor=actor, config=adopt, embedder=EMBEDDERS[self.embedder])
 
     def teardown(self) -> None:
         try:

@@ -225,6 +225,24 @@ class PostgresStore:
         """Audit entries (of ``actor``, recorded at or after ``since``) in chain order."""
         return self._journal.audit_entries(actor, since, limit)
 
+    def meta(self, key: str) -> str | None:
+        """A store-wide setting (``store_meta``), e.g. an actor's active embedding model."""
+        rows = self._db.rows("SELECT value FROM store_meta WHERE key = %s", [key])
+        return str(rows[0][0]) if rows else None
+
+    def set_meta(self, key: str, value: str, *, actor: str) -> None:
+        """Set a store-wide setting in one audited transaction (op ``migration``)."""
+
+        def body(conn: Any, audit: list[Any]) -> None:
+            conn.execute(
+                "INSERT INTO store_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                [key, value],
+            )
+            audit.append((actor, "migration", f"meta:{key}", f"set:{value}", None))
+
+        _, entries = self._db.write(body)
+        self._listeners.publish(entries)
+
     def verify_audit(self) -> AuditReport:
         """Walk the whole chain (every actor: the chain is one per store)."""
         return self._journal.verify_audit()

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from mempager.api import open
 from mempager.config import PagerConfig
 from mempager.core import Pager
@@ -38,8 +40,24 @@ from mempager.errors import (
 from mempager.paging.page import Page, PageReport
 from mempager.patterns import Pattern, PatternSpec
 from mempager.tokens import estimate_tokens, truncate_tokens
-from mempager.turns import AsyncTurnMemory, TurnContext, TurnMemory, TurnRecord
 from mempager.types import LaneHit, Memory, MemoryType, Scope, Snippet, Source
+
+if TYPE_CHECKING:  # loaded on first use: the turn helpers bring asyncio, which a CLI call never needs
+    from mempager.turns import AsyncTurnMemory as AsyncTurnMemory
+    from mempager.turns import TurnContext as TurnContext
+    from mempager.turns import TurnMemory as TurnMemory
+    from mempager.turns import TurnRecord as TurnRecord
+
+_LAZY = {"AsyncTurnMemory", "TurnContext", "TurnMemory", "TurnRecord"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from mempager import turns
+
+        return getattr(turns, name)
+    raise AttributeError(f"module 'mempager' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

@@ -20,6 +20,7 @@ lanes, listen to the store, close and save) and ``stats``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import warnings
@@ -27,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mempager.clock import Clock
 from mempager.config import PagerConfig
@@ -38,7 +39,6 @@ from mempager.lanes.retrieval import Retriever
 from mempager.lanes.semantic import SemanticLane, slug
 from mempager.maintenance.erasure import Eraser
 from mempager.maintenance.migration import ModelMigration, resolve_active
-from mempager.maintenance.transfer import ImportReport, Target, Transfer
 from mempager.maintenance.workers import EmbedWorkers
 from mempager.paging.assemble import PageAssembler
 from mempager.paging.page import Page
@@ -55,6 +55,9 @@ from mempager.writing.build import MemoryBuilder
 from mempager.writing.edits import Editor
 from mempager.writing.gate import EncodingGate
 from mempager.writing.writeback import Writer
+
+if TYPE_CHECKING:
+    from mempager.maintenance.transfer import ImportReport, Target, Transfer
 
 log = logging.getLogger("mempager")
 
@@ -148,7 +151,7 @@ class Pager:
         self.migration = ModelMigration(
             store, actor, semantic=self.semantic, workers=self.workers, worker_count=config.embed_workers
         )
-        self.transfer = Transfer(store, actor, build=build, semantic=self.semantic)
+        self._build = build
 
     @staticmethod
     def _open_lanes(
@@ -435,6 +438,13 @@ class Pager:
         return self.review_queue.decide(review_id, accept)
 
     # -- transfer (Transfer) ----------------------------------------------------------------------
+    @functools.cached_property
+    def transfer(self) -> Transfer:
+        """Built on first use: export, import and backup are rare, and their module is not light."""
+        from mempager.maintenance.transfer import Transfer
+
+        return Transfer(self.store, self.actor, build=self._build, semantic=self.semantic)
+
     def export(self, target: Target, *, vectors: bool = False) -> int:
         """This actor's memories as ``mempager.export.v1`` JSON lines (a path or a stream); the count."""
         return self.transfer.export(target, vectors=vectors)

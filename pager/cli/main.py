@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from enum import Enum
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from mempager import __version__
-from mempager.cli import config_cmd
+from mempager.cli import config_cmd, relay
 from mempager.cli import transfer as transfer_cli
 from mempager.config import EMBEDDER_CHOICES, PagerConfig
 from mempager.errors import InvalidInput, PagerError
@@ -352,18 +353,46 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging()
     with contextlib.redirect_stdout(sys.stderr):  # model-loading chatter must never reach the stdio wire
         pager = _open(args)
+    store = _store_of(args)
+    server_relay = None if store.startswith(("postgres://", "postgresql://")) else _relay(store, pager)
     with pager:  # closed (index saved) when serving ends, also on SIGTERM (SystemExit from serve)
-        return int(
-            serve(
-                pager,
-                goal=getattr(args, "goal", None),
-                http=bool(getattr(args, "http", False)),
-                port=int(getattr(args, "port", 8765)),
+        try:
+            return int(
+                serve(
+                    pager,
+                    goal=getattr(args, "goal", None),
+                    http=bool(getattr(args, "http", False)),
+                    port=int(getattr(args, "port", 8765)),
+                )
             )
-        )
+        finally:
+            if server_relay is not None:
+                server_relay.stop()
 
 
-def _run(args: argparse.Namespace) -> int:
+def _relay(store: str, pager: Any) -> relay.Relay | None:
+    """Other CLI commands on this store run here while the server holds it (``cli.relay``)."""
+
+    def opener(args: argparse.Namespace) -> Any:
+        if args.actor == pager.actor and not getattr(args, "embedder", None):
+            return contextlib.nullcontext(pager)  # the server's own pager: not closed by the command
+        return _open(args)  # another actor: its own pager on the same (shared) store object
+
+    def execute(argv: list[str], stdin: str | None) -> int:
+        _Parser.json_errors = "--json" in argv
+        args = build_parser().parse_args(argv)
+        saved = sys.stdin
+        sys.stdin = _text_stream(stdin or "")
+        try:
+            return _execute(args, opener)
+        finally:
+            sys.stdin = saved
+
+    server = relay.Relay(store, execute)
+    return server if server.start() else None
+
+
+def _run(args: argparse.Namespace, opener: Callable[[argparse.Namespace], Any]) -> int:
     if args.command == config_cmd.COMMAND:  # before anything opens a store or loads a model
         return config_cmd.run(args)
     as_json = getattr(args, "json", False)
@@ -376,8 +405,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command in transfer_cli.COMMANDS:
-        return transfer_cli.run(args, _open)
-    with _open(args) as p:
+        return transfer_cli.run(args, opener)
+    with opener(args) as p:
         cmd = args.command
         if cmd == "init":
             _print_json(p.stats()) if as_json else print(f"store ready: {p.store.location} (actor {p.actor})")
@@ -460,9 +489,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     _complete(parser)
     args = parser.parse_args(argv)
+    try:
+        routed = _route(args, argv)
+    except BrokenPipeError:
+        return _closed_pipe()
+    if routed is not None:
+        return routed
+    return _execute(args, _open)
+
+
+# Commands that never open a store (or open their own), so never go to a running server.
+UNROUTED = frozenset({"serve", "demo", "bench", config_cmd.COMMAND})
+
+
+def _store_of(args: argparse.Namespace) -> str:
+    return getattr(args, "store", None) or os.environ.get("MEMPAGER_STORE") or DEFAULT_STORE
+
+
+def _route(args: argparse.Namespace, argv: list[str]) -> int | None:
+    """Run the command in the ``mempager serve`` that owns this DuckDB store, if one does (relay)."""
+    store = _store_of(args)
+    if args.command in UNROUTED or store.startswith(("postgres://", "postgresql://")):
+        return None
+    stdin = sys.stdin.read() if "-" in argv else None
+    actor = getattr(args, "actor", None) or os.environ.get("MEMPAGER_ACTOR") or "default"
+    full = [*argv, "--store", str(Path(store).resolve()), "--actor", actor]
+    reply = relay.forward(store, full, stdin)
+    if reply is None:
+        if stdin is not None:  # already read: hand it on to the command that runs here
+            sys.stdin = _text_stream(stdin)
+        return None
+    code, out, err = reply
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    sys.stderr.write(err)
+    return code
+
+
+def _text_stream(text: str) -> io.TextIOWrapper:
+    """Standard input that was already read, readable again as text or bytes (``.buffer``)."""
+    return io.TextIOWrapper(io.BytesIO(text.encode("utf-8")), encoding="utf-8")
+
+
+def _execute(args: argparse.Namespace, opener: Callable[[argparse.Namespace], Any]) -> int:
     as_json = bool(getattr(args, "json", False))
     try:
-        return _run(args)
+        return _run(args, opener)
     except PagerError as exc:
         return _fail(exc, as_json)
     except BrokenPipeError:

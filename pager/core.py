@@ -25,7 +25,6 @@ import logging
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,9 +33,8 @@ from mempager.clock import Clock
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound
 from mempager.lanes.filters import where_of
-from mempager.lanes.lexical import LexicalLane
+from mempager.lanes.opening import open_lanes
 from mempager.lanes.retrieval import Retriever
-from mempager.lanes.semantic import SemanticLane, slug
 from mempager.maintenance.erasure import Eraser
 from mempager.maintenance.migration import ModelMigration, resolve_active
 from mempager.maintenance.workers import EmbedWorkers
@@ -46,7 +44,7 @@ from mempager.paging.pinned import PinnedBlock
 from mempager.patterns import Pattern, PatternSpec
 from mempager.procedural.procedures import Procedures
 from mempager.procedural.review import ReviewQueue
-from mempager.protocols import Embedder, LexicalLaneLike, SemanticLaneLike, Store
+from mempager.protocols import Embedder, Store
 from mempager.store.base import translate
 from mempager.store.journal import ReviewItem
 from mempager.types import AuditEntry, AuditReport, Memory, MemoryType, PutResult, Snippet
@@ -80,7 +78,7 @@ class Pager:
         self.embedder_report = list(embedder_report)
         self._owns_store = owns_store
         self._clock = Clock()
-        self.semantic, self.lexical = self._open_lanes(store, actor, config, embedder)
+        self.semantic, self.lexical = open_lanes(store, actor, config, embedder)
         store.add_change_listener(actor, self._on_change)
         self._closed = False
         # registered before anything below writes, so the callback sees every entry of this open
@@ -152,38 +150,6 @@ class Pager:
             store, actor, semantic=self.semantic, workers=self.workers, worker_count=config.embed_workers
         )
         self._build = build
-
-    @staticmethod
-    def _open_lanes(
-        store: Store, actor: str, config: PagerConfig, embedder: Embedder
-    ) -> tuple[SemanticLaneLike, LexicalLaneLike]:
-        semantic: SemanticLaneLike
-        lexical: LexicalLaneLike
-        native = getattr(store, "native_lanes", None)
-        if native is not None:  # a server store that answers both lanes itself (many processes)
-            semantic, lexical = native(actor, embedder)
-        else:  # the embedded store: per-process caches derived from the store, saved beside it
-            index_dir = Path(store.location + ".index")
-            store_id = getattr(store, "store_id")  # noqa: B009 - only the embedded store has one
-            semantic = SemanticLane(
-                store,
-                actor,
-                embedder,
-                index_dir,
-                store_id=store_id,
-                M=config.hnsw_m,
-                ef_construction=config.hnsw_ef_construction,
-                ef=config.hnsw_ef,
-                max_deleted_share=config.hnsw_max_deleted_share,
-            )
-            lexical = LexicalLane(store, actor, index_dir / slug(actor) / "lexical", store_id=store_id)
-        # Two caches from two sets of files: loaded side by side (file reads, hashing, DuckDB and
-        # numpy release the GIL), so opening costs about the slower of the two, not their sum.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mempager-open") as pool:
-            lexical_opened = pool.submit(lexical.open)
-            semantic.open()
-            lexical_opened.result()
-        return semantic, lexical
 
     # -- lifecycle ----------------------------------------------------------------------------
     def __enter__(self) -> Pager:

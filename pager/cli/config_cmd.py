@@ -11,7 +11,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from mempager.settings_table import GROUPS, Resolved, redact_url, resolve, shown
+from mempager.settings_docs import GROUPS, Resolved
+from mempager.settings_table import redact_url, resolve, shown
 
 COMMAND = "config"
 # options of the common parser that win over a variable, as the other commands apply them

@@ -9,40 +9,18 @@ import io
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, is_dataclass
-from datetime import datetime
-from enum import Enum
 from pathlib import Path
 from typing import Any, NoReturn
 
 from mempager import __version__
-from mempager.cli import config_cmd, relay
+from mempager.cli import config_cmd, handlers, relay
 from mempager.cli import transfer as transfer_cli
 from mempager.config import EMBEDDER_CHOICES, PagerConfig
 from mempager.errors import InvalidInput, PagerError
 
 DEFAULT_STORE = ".mempager/store.duckdb"
 EXIT_USER_ERROR = 2
-
-
-def _jsonable(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return _jsonable(asdict(value))
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return value
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(_jsonable(value), indent=2, ensure_ascii=False, sort_keys=True))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -211,121 +189,6 @@ def _open(args: argparse.Namespace) -> Any:
     return mempager.open(target, actor=actor, config=PagerConfig.from_env(**overrides))
 
 
-def _settle(p: Any, timeout: float) -> None:
-    """Embed what was just written before the process exits, unless the embedder is failing:
-    then say so and leave it pending (the store has it; the next open embeds it)."""
-    deadline = time.monotonic() + timeout
-    while not p.sync(timeout=0.25):
-        failing = p.stats()
-        if failing["failing_embeddings"] or time.monotonic() >= deadline:
-            why = failing["last_embed_error"] or "embedding is slow"
-            print(
-                f"mempager: note: stored, not yet embedded ({why}); it is embedded when the store is next "
-                "opened with a working embedder",
-                file=sys.stderr,
-            )
-            return
-
-
-def _memory_line(m: Any) -> str:
-    text = " ".join(m.text.split())
-    return f"{m.uri}  [{m.type.value} · {m.created_at:%Y-%m-%d %H:%M}]  {text}"
-
-
-def _memory_full(m: Any) -> str:
-    lines = [
-        f"{m.uri}",
-        f"  type {m.type.value} · source {m.source.value} · scope {m.scope.value}",
-        f"  created {m.created_at:%Y-%m-%d %H:%M:%S} · updated {m.updated_at:%Y-%m-%d %H:%M:%S} · "
-        f"accessed {m.access_count}x",
-        f"  confidence {m.confidence:.2f} · importance {m.importance:.2f} · strength {m.strength:.2f}",
-    ]
-    if m.tags:
-        lines.append(f"  tags {', '.join(m.tags)}")
-    if m.metadata:
-        lines.append(f"  metadata {json.dumps(m.metadata, ensure_ascii=False, sort_keys=True)}")
-    if m.superseded_by or m.valid_until:
-        lines.append(f"  superseded by {m.superseded_by} · valid until {m.valid_until}")
-    return "\n".join([*lines, "", m.text])
-
-
-def _review(p: Any, args: argparse.Namespace, as_json: bool) -> None:
-    if args.accept or args.reject:
-        uri = p.decide(args.accept or args.reject, accept=bool(args.accept))
-        result = {"decided": args.accept or args.reject, "accepted": bool(args.accept), "uri": uri}
-        _print_json(result) if as_json else print(
-            f"{'accepted' if args.accept else 'rejected'}{': ' + uri if uri else ''}"
-        )
-        return
-    items = p.review(status=None if args.all else "pending")
-    if as_json:
-        _print_json(items)
-        return
-    for item in items:
-        # a decided item keeps no text (forget must be able to erase it): show what it became
-        shown = item.payload.get("text") or (f"-> {item.result_uri}" if item.result_uri else "(text not kept)")
-        print(f"{item.id}  [{item.kind} · {item.status}]  {shown}")
-    if not items:
-        print("(review queue empty)")
-
-
-def _model(p: Any, args: argparse.Namespace, as_json: bool) -> int:
-    if args.action == "use":
-        result = p.use_model()
-        _print_json(result) if as_json else print(
-            f"active model is now {result['active']} (was {result['previous']}); {result['pending']} memories "
-            "wait for it: `mempager reembed` embeds them (old vectors stay until `reembed --finalize --yes`)"
-        )
-        return 0
-    stats = p.stats()
-    shown = {k: stats[k] for k in ("active_model", "embedder", "embedding", "vector_models", "pending_embeddings")}
-    _print_json(shown) if as_json else print("\n".join(f"{k:>20}: {v}" for k, v in shown.items()))
-    return 0
-
-
-def _reembed(p: Any, args: argparse.Namespace, as_json: bool) -> int:
-    from tqdm import tqdm
-
-    if args.finalize and not args.yes:
-        doomed = {m: n for m, n in p.store.vector_models(p.actor).items() if m != p.semantic.model}
-        raise InvalidInput(
-            f"--finalize deletes the vectors of {doomed or 'no other model'} (kept: {p.semantic.model}); "
-            "add --yes to confirm"
-        )
-    total = p.store.pending_stats(p.actor, p.semantic.model).count
-    with tqdm(total=total, desc=f"reembed {p.semantic.model}", unit="memory", file=sys.stderr) as bar:
-
-        def show(done: int, _total: int) -> None:
-            bar.update(done - bar.n)
-
-        p.reembed(progress=show)
-    dropped = p.finalize_migration() if args.finalize else {}
-    result = {"model": p.semantic.model, "embedded": total, "dropped": dropped}
-    _print_json(result) if as_json else print(
-        f"{total} memories embedded with {p.semantic.model}"
-        + (f"; dropped {dropped}" if args.finalize else "; old vectors kept (use --finalize to drop them)")
-    )
-    return 0
-
-
-def _audit(p: Any, args: argparse.Namespace, as_json: bool) -> int:
-    if args.action == "verify":
-        report = p.verify_audit()
-        if as_json:
-            _print_json(report)
-        elif report.ok:
-            print(f"audit chain intact: {report.checked} entries")
-        else:
-            print(f"audit chain BROKEN at entry {report.first_broken}: {report.reason}")
-        return 0 if report.ok else 1
-    entries = p.audit(since=args.since, limit=args.limit)
-    if as_json:
-        _print_json(entries)
-    for e in [] if as_json else entries:
-        print(f"{e.seq:>6} {e.at:%Y-%m-%d %H:%M:%S} {e.op:<9} {e.uri}  {e.content_hash[:12]}  {e.hash[:12]}")
-    return 0
-
-
 def _bench(args: argparse.Namespace) -> int:
     from mempager.embedders import EmbedderSettings, pick_embedder
     from mempager.evaluation.bench_locomo import run
@@ -409,29 +272,29 @@ def _run(args: argparse.Namespace, opener: Callable[[argparse.Namespace], Any]) 
     with opener(args) as p:
         cmd = args.command
         if cmd == "init":
-            _print_json(p.stats()) if as_json else print(f"store ready: {p.store.location} (actor {p.actor})")
+            handlers.print_json(p.stats()) if as_json else print(f"store ready: {p.store.location} (actor {p.actor})")
         elif cmd == "remember":
             text = sys.stdin.read() if args.text == "-" else args.text
             uri = p.remember(args.type, text, tags=args.tags, created_at=args.created_at)
-            _settle(p, timeout=30)
-            _print_json({"uri": uri}) if as_json else print(uri)
+            handlers.settle(p, timeout=30)
+            handlers.print_json({"uri": uri}) if as_json else print(uri)
         elif cmd == "retrieve":
             snippets = p.retrieve(args.query, k=args.k, tags=args.tags, metadata=dict(args.meta or ()))
             if as_json:
-                _print_json(snippets)
+                handlers.print_json(snippets)
             for s in [] if as_json else snippets:
                 lanes = " ".join(f"{k}#{h.rank}" for k, h in sorted(s.lanes.items()))
                 print(f"{s.score:.4f}  {s.uri}  ({lanes})\n    {' '.join(s.text.split())}")
         elif cmd == "pinned":
             block = p.pinned_block(args.goal)
-            _print_json(block) if as_json else print(block.text)
+            handlers.print_json(block) if as_json else print(block.text)
         elif cmd == "page":
             query = args.query if args.query is not None else args.query_option
             if query is None:
                 raise InvalidInput("page needs a query: mempager page QUERY [--goal GOAL]")
             page = p.page(query, goal=args.goal, tags=args.tags, metadata=dict(args.meta or ()))
             if as_json:
-                _print_json({"page": page.render(), "report": page.report.to_dict()})
+                handlers.print_json({"page": page.render(), "report": page.report.to_dict()})
             else:
                 print(page.render())
                 if args.explain:
@@ -448,36 +311,38 @@ def _run(args: argparse.Namespace, opener: Callable[[argparse.Namespace], Any]) 
                 tags=args.tags,
                 metadata=dict(args.meta or ()),
             )
-            _print_json(rows) if as_json else print("\n".join(_memory_line(m) for m in rows) or "(none)")
+            handlers.print_json(rows) if as_json else print(
+                "\n".join(handlers.memory_line(m) for m in rows) or "(none)"
+            )
         elif cmd == "forget":
             p.forget(args.uri)
-            _print_json({"forgotten": args.uri}) if as_json else print(f"forgotten: {args.uri}")
+            handlers.print_json({"forgotten": args.uri}) if as_json else print(f"forgotten: {args.uri}")
         elif cmd == "review":
-            _review(p, args, as_json)
+            handlers.review(p, args, as_json)
         elif cmd == "audit":
-            return _audit(p, args, as_json)
+            return handlers.audit(p, args, as_json)
         elif cmd == "model":
-            return _model(p, args, as_json)
+            return handlers.model(p, args, as_json)
         elif cmd == "reembed":
-            return _reembed(p, args, as_json)
+            return handlers.reembed(p, args, as_json)
         elif cmd == "sweep":
             counts = p.sweep()
-            _print_json(counts) if as_json else print(", ".join(f"{k} {v}" for k, v in counts.items()))
+            handlers.print_json(counts) if as_json else print(", ".join(f"{k} {v}" for k, v in counts.items()))
         elif cmd == "feedback":
             n = p.feedback(args.turn, args.outcome, used=args.used)
-            _print_json({"updated": n}) if as_json else print(f"{args.outcome} applied to {n} patterns")
+            handlers.print_json({"updated": n}) if as_json else print(f"{args.outcome} applied to {n} patterns")
         elif cmd == "get":
             memory = p.get(args.uri)
-            _print_json(memory) if as_json else print(_memory_full(memory))
+            handlers.print_json(memory) if as_json else print(handlers.memory_full(memory))
         elif cmd == "history":
             events = p.history(args.uri)
-            _print_json(events) if as_json else print(
+            handlers.print_json(events) if as_json else print(
                 "\n".join(f"{e.seq:>6}  {e.at:%Y-%m-%d %H:%M:%S}  {e.op:<10} {e.content_hash[:12]}" for e in events)
             )
         elif cmd == "stats":
             stats = p.stats()
             if as_json:
-                _print_json(stats)
+                handlers.print_json(stats)
             for key, value in [] if as_json else stats.items():
                 print(f"{key:>22}: {value}")
     return 0

@@ -1,0 +1,47 @@
+"""Opening one actor's semantic and lexical lanes, for the Pager.
+
+A server store (PostgreSQL) answers both lanes itself; the embedded store gets per-process
+caches derived from it (an HNSW index and a BM25 index), saved beside the store file.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from mempager.config import PagerConfig
+from mempager.lanes.lexical import LexicalLane
+from mempager.lanes.semantic import SemanticLane, slug
+from mempager.protocols import Embedder, LexicalLaneLike, SemanticLaneLike, Store
+
+
+def open_lanes(
+    store: Store, actor: str, config: PagerConfig, embedder: Embedder
+) -> tuple[SemanticLaneLike, LexicalLaneLike]:
+    semantic: SemanticLaneLike
+    lexical: LexicalLaneLike
+    native = getattr(store, "native_lanes", None)
+    if native is not None:  # a server store that answers both lanes itself (many processes)
+        semantic, lexical = native(actor, embedder)
+    else:  # the embedded store: per-process caches derived from the store, saved beside it
+        index_dir = Path(store.location + ".index")
+        store_id = getattr(store, "store_id")  # noqa: B009 - only the embedded store has one
+        semantic = SemanticLane(
+            store,
+            actor,
+            embedder,
+            index_dir,
+            store_id=store_id,
+            M=config.hnsw_m,
+            ef_construction=config.hnsw_ef_construction,
+            ef=config.hnsw_ef,
+            max_deleted_share=config.hnsw_max_deleted_share,
+        )
+        lexical = LexicalLane(store, actor, index_dir / slug(actor) / "lexical", store_id=store_id)
+    # Two caches from two sets of files: loaded side by side (file reads, hashing, DuckDB and
+    # numpy release the GIL), so opening costs about the slower of the two, not their sum.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mempager-open") as pool:
+        lexical_opened = pool.submit(lexical.open)
+        semantic.open()
+        lexical_opened.result()
+    return semantic, lexical

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mempager.config import PagerConfig
 from mempager.core import Pager
-from mempager.errors import InvalidInput
+from mempager.paging.assemble import page_arguments
 from mempager.paging.page import Page
 from mempager.patterns import Pattern, PatternSpec
 from mempager.protocols import Embedder
@@ -105,16 +104,13 @@ class AsyncPager:
         *,
         goal: str | None = None,
         turn: str | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Page:
         """``Pager.page``: ``page(query, goal=..., turn=...)`` (the old ``page(goal, query)`` warns)."""
-        if _old_query is not None:
-            warnings.warn(
-                "page(goal, query) is deprecated: call page(query, goal=goal)", DeprecationWarning, stacklevel=2
-            )
-            if goal is not None:
-                raise InvalidInput("page takes page(query, goal=...); pass the goal once, by keyword")
-            goal, query = query, _old_query
-        return await asyncio.to_thread(self.sync_pager.page, query, goal=goal, turn=turn)
+        query, goal = page_arguments(query, _old_query, goal)
+        call = functools.partial(self.sync_pager.page, query, goal=goal, turn=turn, tags=tags, metadata=metadata)
+        return await asyncio.to_thread(call)
 
     async def feedback(self, turn: str, outcome: str, *, used: Sequence[str] | None = None) -> int:
         return await asyncio.to_thread(functools.partial(self.sync_pager.feedback, turn, outcome, used=used))

@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,14 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from mempager.clock import Clock
 from mempager.config import PagerConfig
-from mempager.errors import InvalidInput, MemoryNotFound
+from mempager.errors import MemoryNotFound
 from mempager.lanes.filters import where_of
 from mempager.lanes.opening import open_lanes
 from mempager.lanes.retrieval import Retriever
 from mempager.maintenance.erasure import Eraser
 from mempager.maintenance.migration import ModelMigration, resolve_active
 from mempager.maintenance.workers import EmbedWorkers
-from mempager.paging.assemble import PageAssembler
+from mempager.paging.assemble import PageAssembler, page_arguments
 from mempager.paging.page import Page
 from mempager.paging.pinned import PinnedBlock
 from mempager.patterns import Pattern, PatternSpec
@@ -344,15 +343,7 @@ class Pager:
         as the MCP tool and the CLI: ``page(query, goal=..., turn=...)``. The old form
         ``page(goal, query)`` still works, with a ``DeprecationWarning``.
         """
-        if _old_query is not None:
-            if goal is not None:
-                raise InvalidInput("page takes page(query, goal=...); pass the goal once, by keyword")
-            warnings.warn(
-                "page(goal, query) is deprecated: call page(query, goal=goal)", DeprecationWarning, stacklevel=2
-            )
-            goal, query = query, _old_query
-        if query is None:
-            raise InvalidInput("page needs a query: page(query, goal=..., turn=...)")
+        query, goal = page_arguments(query, _old_query, goal)
         return self.assembler.page(goal, query, turn=turn, where=where_of(tags, metadata))
 
     # -- procedural (Procedures, ReviewQueue) ---------------------------------------------------

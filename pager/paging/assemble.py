@@ -5,10 +5,12 @@ Each section gets the budget the ones before it leave; what did not fit is named
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from datetime import datetime, timezone
 
 from mempager.config import PagerConfig
+from mempager.errors import InvalidInput
 from mempager.fence import neutralize
 from mempager.lanes.filters import ANYTHING, Where
 from mempager.lanes.fusion import Cut, is_current
@@ -139,3 +141,15 @@ class PageAssembler:
             if len(avoid) < self.config.menu_max_patterns and fits(AVOID_HEADER, bool(avoid), avoid_line(pattern)):
                 avoid.append(pattern)
         return full, menu, avoid, used
+
+
+def page_arguments(query: str | None, old_query: str | None, goal: str | None) -> tuple[str, str | None]:
+    """``(query, goal)`` from ``page(query, goal=...)`` or the deprecated ``page(goal, query)``."""
+    if old_query is not None:
+        if goal is not None:
+            raise InvalidInput("page takes page(query, goal=...); pass the goal once, by keyword")
+        warnings.warn("page(goal, query) is deprecated: call page(query, goal=goal)", DeprecationWarning, stacklevel=3)
+        goal, query = query, old_query
+    if query is None:
+        raise InvalidInput("page needs a query: page(query, goal=..., turn=...)")
+    return query, goal

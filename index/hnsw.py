@@ -6,9 +6,9 @@
 * ``remove`` never rebuilds by itself: ``needs_rebuild()`` says when tombstones exceed
   ``max_deleted_share`` and the owner calls ``rebuild()``, which builds a fresh graph while searches
   keep using the old one (adds and removes wait), then swaps.
-* Forget: ``remove`` zeroes our float32 copy at once, but hnswlib keeps a tombstoned vector's bytes in
-  memory and in any file saved before the next ``rebuild()``; ``rebuild()`` then ``save()`` purges them
-  (replaced files are unlinked, not shredded).
+* Forget: ``remove`` zeroes our float32 copy at once; hnswlib keeps a tombstoned vector in memory (it
+  still routes searches) until ``rebuild()``, but ``save()`` overwrites it in the file it writes
+  (``hnsw_file``), so no saved file holds a removed vector (replaced files are unlinked, not shredded).
 * Search scans our float32 copy exactly when few candidates remain (small index, selective ``allow``),
   when hnswlib finds fewer than k, or when the k-th place is tied. Scores are cosine similarities from
   our copy; equal scores rank the lower label first.
@@ -34,54 +34,15 @@ import numpy.typing as npt
 
 from mempager.errors import ConfigError, DimensionMismatch, IndexStale, InvalidInput, NonFiniteVector
 from mempager.index import manifest as persist
+from mempager.index.hnsw_file import scrub_deleted
 from mempager.index.manifest import BoolArray, Manifest
+from mempager.index.rwlock import RWLock
 from mempager.types import FloatMatrix, LabelArray, as_labels, as_vectors
 
 KIND = "hnsw"
 _PREFIXES = ("hnsw", "vectors")
 _CHUNK = 4096  # rows added per write-lock hold, so searches interleave with a big load
 _SELECTIVE_SHARE = 0.05  # below this share of live rows, a filtered graph walk is slower than a scan
-
-
-class _RWLock:
-    """Many readers or one writer; a waiting writer holds off new readers so it cannot starve."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._readers = 0
-        self._writing = False
-        self._waiting = 0
-
-    @contextlib.contextmanager
-    def read(self) -> Iterator[None]:
-        with self._cond:
-            while self._writing or self._waiting:
-                self._cond.wait()
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def write(self) -> Iterator[None]:
-        with self._cond:
-            self._waiting += 1
-            try:
-                while self._writing or self._readers:
-                    self._cond.wait()
-            finally:
-                self._waiting -= 1
-            self._writing = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writing = False
-                self._cond.notify_all()
 
 
 class _ShortResult(Exception):
@@ -171,7 +132,7 @@ class HnswIndex:
         self._initial_capacity = initial_capacity
         self._exact_below = exact_below
         self.meta: dict[str, Any] = persist.normalise_meta(meta or {})  # saved by save(), checked by load()
-        self._rw = _RWLock()
+        self._rw = RWLock()
         self._mutate = threading.Lock()  # one mutation (add/remove/rebuild/load/save) at a time
         self._state = self._new_state(initial_capacity)
 
@@ -402,7 +363,7 @@ class HnswIndex:
         with self._mutate:  # a consistent snapshot; searches are read-only and may continue
             state = self._state
             graph_file = persist.write_content_file(
-                directory, "hnsw", ".bin", lambda path: state.graph.save_index(str(path))
+                directory, "hnsw", ".bin", lambda path: self._write_graph(state, path)
             )
             vectors_file = persist.write_content_file(
                 directory, "vectors", ".bin", lambda path: persist.write_rows(path, *state.snapshot())
@@ -423,6 +384,21 @@ class HnswIndex:
             persist.write_manifest(directory, manifest)
             persist.remove_unreferenced(directory, manifest, _PREFIXES)
             self.meta = meta_out
+
+    def _write_graph(self, state: _State, path: Path) -> None:
+        """hnswlib's file, with every tombstone's vector overwritten before the file is hashed and
+        renamed into place: a forgotten memory's vector never reaches a saved index."""
+        with _hnswlib("save the graph"):
+            state.graph.save_index(str(path))
+        if not state.deleted:
+            return
+        done = scrub_deleted(path, self._dim)
+        rows = done.sample_labels.astype(np.int64)
+        if done.deleted != state.deleted or not np.allclose(done.sample_vectors, state.vectors[rows], atol=1e-5):
+            raise IndexStale(
+                f"erasing tombstones in {path} found {done.deleted} deleted elements (expected "
+                f"{state.deleted}) or vectors that differ from ours; rebuild the index from the store"
+            )
 
     def load(self, directory: Path, expect_meta: Mapping[str, Any] | None = None) -> None:
         """Replace the contents with a saved index, or raise IndexStale saying what differs.

@@ -87,8 +87,13 @@ class AsyncPager:
     async def set_goal(self, text: str) -> str:
         return await asyncio.to_thread(self.sync_pager.set_goal, text)
 
-    async def forget(self, uri: str) -> None:
-        await asyncio.to_thread(self.sync_pager.forget, uri)
+    async def forget(self, uri: str, *, hard: bool = True, wait: bool = False) -> int:
+        """``Pager.forget`` by uri: out of every lane at once; bytes erased by the background pass
+        (or before returning with ``wait=True``)."""
+        return await asyncio.to_thread(functools.partial(self.sync_pager.forget, uri, hard=hard, wait=wait))
+
+    async def erase_now(self) -> None:
+        await asyncio.to_thread(self.sync_pager.erase_now)
 
     # reads
     async def pinned(self, goal: str | None = None) -> str:

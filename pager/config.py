@@ -127,6 +127,13 @@ class PagerConfig:
     hnsw_ef_construction: int = 200
     hnsw_ef: int = 128
     hnsw_max_deleted_share: float = 0.2  # rebuild the graph once tombstones exceed this share
+    # erasure: a hard forget takes the memory out of every lane at once; the bytes left in the
+    # files (store file, saved indexes) are erased by a background pass this many seconds after
+    # the first forget not yet erased, so forgets arriving meanwhile share one pass (the store
+    # file is rewritten once, not once per forget). Bytes are gone within this delay plus the
+    # pass itself (about 2 s at 100k memories; benchmarks/results/erasure.md); also at close(),
+    # and at once with forget(..., wait=True) or erase_now(). 0: a pass starts right away.
+    erase_delay_seconds: float = 20.0
     token_estimator: Callable[[str], int] = estimate_tokens
 
     def __post_init__(self) -> None:
@@ -212,6 +219,9 @@ class PagerConfig:
         share = self.hnsw_max_deleted_share
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share < 1.0:
             raise ConfigError(f"hnsw_max_deleted_share must be a number in (0, 1), got {share!r}")
+        delay = self.erase_delay_seconds
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0.0 <= delay < math.inf:
+            raise ConfigError(f"erase_delay_seconds must be a finite number of seconds >= 0, got {delay!r}")
         for name in ("embed_backoff_seconds", "embed_max_backoff_seconds"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < math.inf:

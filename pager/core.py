@@ -9,7 +9,7 @@ config it needs (see ``Pager.__init__`` for the wiring):
     PageAssembler   paging/assemble.py        pinned, page
     Procedures      procedural/procedures.py  patterns, ranking, feedback, sweep
     ReviewQueue     procedural/review.py      review, decide
-    Eraser          maintenance/erasure.py    forget, compact
+    Eraser          maintenance/erasure.py    forget, erase_now (and its background pass)
     ModelMigration  maintenance/migration.py  reembed, finalize_migration
     Transfer        maintenance/transfer.py   export, import_memories, backup
     EmbedWorkers    maintenance/workers.py    background embedding
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -92,15 +91,6 @@ class Pager:
             store.add_audit_listener(listener)
         # Only the store's active model is embedded: a pager of another model reads, never rewrites.
         active = resolve_active(store, actor, self.semantic.model, adopt=config.adopt_embedder)
-        if active != self.semantic.model:
-            log.warning(
-                "store %s: %s's active model is %s, this pager's is %s: it reads without embedding "
-                "(switch with `mempager model use` / Pager.use_model())",
-                store.location,
-                actor,
-                active,
-                self.semantic.model,
-            )
         self.workers = EmbedWorkers(
             self.semantic,
             workers=config.embed_workers if active == self.semantic.model else 0,
@@ -149,6 +139,11 @@ class Pager:
             store, actor, semantic=self.semantic, workers=self.workers, worker_count=config.embed_workers
         )
         self._build = build
+        try:  # killed between a forget and its erasure: finish the erasure before serving
+            self.eraser.recover()
+        except BaseException:
+            self._release()
+            raise
 
     # -- lifecycle ----------------------------------------------------------------------------
     def __enter__(self) -> Pager:
@@ -158,10 +153,25 @@ class Pager:
         self.close()
 
     def close(self) -> None:
+        """Stop the workers, erase what hard forgets left in files, save the indexes, close."""
         if self._closed:
             return
         self._closed = True
         self.workers.stop()
+        erase_failed: Exception | None = None
+        try:
+            self.eraser.close()
+        except Exception as exc:  # noqa: BLE001 - re-raised below, after the store is closed
+            erase_failed = exc
+            log.error("could not erase %s's forgotten memories at close (the next open will): %s", self.actor, exc)
+        self._release()
+        if erase_failed is not None:
+            raise erase_failed
+
+    def _release(self) -> None:
+        """Let go of the store: listeners off, index caches saved, the store closed if ours."""
+        self.workers.stop()
+        self.eraser.queue.stop()
         self.store.remove_change_listener(self.actor, self._on_change)
         if self._audit_listener is not None:
             self.store.remove_audit_listener(self._audit_listener)
@@ -184,17 +194,7 @@ class Pager:
         A pager that embeds nothing (``embed_workers=0``, or a model other than the store's active
         one) has nothing to wait for: it answers at once whether every memory has its vector.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if not self.workers.threads:
-            return self._pending() == 0
-        self.workers.notify()
-        while True:
-            # "done" means indexed, not just stored: the last batch is claimed until it is in the lane
-            if self._pending() == 0 and not self.workers.busy:
-                return True
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
+        return self.workers.wait_until_done(self._pending, timeout)
 
     @property
     def clock(self) -> Callable[[], datetime]:
@@ -424,13 +424,21 @@ class Pager:
         actor: str | None = None,
         where: Mapping[str, Any] | None = None,
         hard: bool = True,
+        wait: bool = False,
     ) -> int:
-        """Forget one memory by uri, or every memory of ``actor`` matching ``where``; hard by default."""
-        return self.eraser.forget(uri, actor=actor, where=where, hard=hard)
+        """Forget one memory by uri, or every memory of ``actor`` matching ``where``: out of every
+        lane, page and result at once. Hard by default: its bytes leave every file of the store
+        within ``erase_delay_seconds`` (plus the pass), at ``close()``, or before returning with
+        ``wait=True``."""
+        return self.eraser.forget(uri, actor=actor, where=where, hard=hard, wait=wait)
+
+    def erase_now(self) -> None:
+        """Erase every forgotten memory's bytes from every file of the store before returning."""
+        self.eraser.erase_now()
 
     def compact(self) -> None:
-        """Erase deleted memories' bytes: rebuild and re-save the indexes, rewrite the store file."""
-        self.eraser.compact()
+        """Erase deleted memories' bytes (soft forgets' too): ``erase_now``."""
+        self.eraser.erase_now()
 
     def reembed(self, progress: Callable[[int, int], None] | None = None, timeout: float | None = None) -> bool:
         """Wait while the workers give every memory a vector of the active model."""
@@ -487,4 +495,5 @@ class Pager:
             "last_embed_error": self.workers.last_error,
             "vector_models": self.store.vector_models(self.actor),
             "patterns_by_stage": self.pattern_stages(),
+            "erasure": self.eraser.queue.status(),
         }

@@ -117,6 +117,18 @@ class Store(Protocol):
         """Make deleted memories' bytes disappear from the store's files."""
         ...
 
+    def mark_erasure(self, actor: str) -> None:
+        """Durably note, before a hard delete, that ``actor`` has bytes to erase."""
+        ...
+
+    def erasure_marks(self) -> dict[str, str]:
+        """Actor -> token of its latest hard forget not yet erased."""
+        ...
+
+    def clear_erasure(self, actor: str, token: str) -> bool:
+        """Drop ``actor``'s mark if it still holds ``token``; True when dropped."""
+        ...
+
     def query(
         self,
         actor: str,

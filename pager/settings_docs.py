@@ -269,6 +269,12 @@ PAGER_DOCS: dict[str, tuple[str, str]] = {
         HNSW,
         "Rebuild the graph once deleted entries exceed this share of it (between 0 and 1).",
     ),
+    "erase_delay_seconds": (
+        STORE_GROUP,
+        "Seconds after a hard forget before the background pass erases its bytes from the store "
+        "file and the saved indexes; forgets meanwhile share the pass. Also erased at close, and at "
+        "once with `forget(..., wait=True)` / `erase_now()`. 0 starts the pass at once.",
+    ),
 }
 
 # EmbedderSettings fields read from the environment: (variable, field, description). The numbers

@@ -167,7 +167,7 @@ class AuditEntry:
     seq: int
     at: datetime
     actor: str
-    op: str  # remember | reinforce | update | feedback | forget | migration | review
+    op: str  # remember | reinforce | update | feedback | forget | erase | migration | review
     uri: str
     content_hash: str
     prev_hash: str

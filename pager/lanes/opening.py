@@ -15,6 +15,14 @@ from mempager.lanes.semantic import SemanticLane, slug
 from mempager.protocols import Embedder, LexicalLaneLike, SemanticLaneLike, Store
 
 
+def actor_index_dir(store: Store, actor: str) -> Path | None:
+    """Where the embedded store keeps ``actor``'s saved indexes (every model's, and BM25's);
+    None for a server store, whose lanes keep no files here."""
+    if getattr(store, "native_lanes", None) is not None:
+        return None
+    return Path(store.location + ".index") / slug(actor)
+
+
 def open_lanes(
     store: Store, actor: str, config: PagerConfig, embedder: Embedder
 ) -> tuple[SemanticLaneLike, LexicalLaneLike]:
@@ -37,7 +45,7 @@ def open_lanes(
             ef=config.hnsw_ef,
             max_deleted_share=config.hnsw_max_deleted_share,
         )
-        lexical = LexicalLane(store, actor, index_dir / slug(actor) / "lexical", store_id=store_id)
+        lexical = LexicalLane(store, actor, index_dir / slug(actor) / "lexical", store_id=store_id)  # actor_index_dir
     # Two caches from two sets of files: loaded side by side (file reads, hashing, DuckDB and
     # numpy release the GIL), so opening costs about the slower of the two, not their sum.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mempager-open") as pool:

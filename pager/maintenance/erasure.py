@@ -1,25 +1,41 @@
-"""Erasure: forget (really), and compaction of what deleted memories left in files and caches.
+"""Erasure: forget (really), and the pass that erases what deleted memories left in files.
 
 A hard forget leaves no byte of the memory behind: not in the store file, not in any lane or
 saved index (other models' too), not in the review queue, not in a pattern inverted from it.
+The delete is immediate (out of every lane, page and result when ``forget`` returns); erasing
+the bytes from the files is a pass shared by every forget of the last ``erase_delay_seconds``
+(maintenance/erasure_queue.py), run at ``close()``, and at once with ``wait=True`` /
+``erase_now()``. The store holds a durable mark until the pass is done, so an open after a
+crash finishes the erasure before it serves anything.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
+import weakref
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound
+from mempager.lanes.opening import actor_index_dir
 from mempager.lanes.retrieval import Retriever
+from mempager.maintenance.erasure_queue import ErasureQueue
 from mempager.patterns import text_for_index
 from mempager.protocols import LexicalLaneLike, SemanticLaneLike, Store
 from mempager.store.journal import ReviewItem
 from mempager.types import MemoryType, Source
 from mempager.validate import check_text, check_type, parse_since, parse_time
 
+log = logging.getLogger("mempager.erasure")
+
 FORGET_FILTERS = frozenset({"query", "types", "since", "until", "source", "tags"})
+
+# Every open Eraser: at open, another actor's pending mark is finished here only when no pager of
+# that actor is open on the same store object (its own queue will finish it).
+_OPEN: weakref.WeakSet[Eraser] = weakref.WeakSet()
 
 
 class Eraser:
@@ -41,6 +57,9 @@ class Eraser:
         self.lexical = lexical
         self.retriever = retriever
         self.drop_caches = drop_caches  # in-process caches that may hold a forgotten text (pattern triggers)
+        self.queue = ErasureQueue(self._pass, delay=config.erase_delay_seconds, name=actor)
+        self._marked = False  # whether this pager's forgets have (re)written the store's mark
+        _OPEN.add(self)
 
     def forget(
         self,
@@ -49,6 +68,7 @@ class Eraser:
         actor: str | None = None,
         where: Mapping[str, Any] | None = None,
         hard: bool = True,
+        wait: bool = False,
     ) -> int:
         """Forget one memory by uri, or every memory of ``actor`` matching ``where``.
 
@@ -57,11 +77,13 @@ class Eraser:
         waiting in the review queue (copilot mode) that match ``where`` are deleted too, and so is
         every review row and page-injection record of a forgotten memory (in the delete's
         transaction), and every anti-pattern inverted from a forgotten pattern (it copies the
-        pattern's words; it is counted). Hard by default: after the call the text and vectors are
-        gone from the store, every lane and index (other models' saved indexes included), and the
-        files on disk (the store file is rewritten). ``hard=False`` deletes logically only: the bytes may remain in
-        the files until the next hard forget or ``compact()``. Returns how many memories were
-        forgotten (queued texts are not memories and are not counted).
+        pattern's words; it is counted). When this returns, the memory is out of every lane, page
+        and result. Hard (the default): its text and vectors are also erased from every file of
+        the store (the store file, every saved index, other models' included) by a background
+        pass within ``erase_delay_seconds`` plus the pass itself, at ``close()``, or before this
+        returns with ``wait=True``. ``hard=False`` deletes logically only: the bytes may remain in
+        the files until a later erasure pass. Returns how many memories were forgotten (queued
+        texts are not memories and are not counted).
         """
         if (uri is None) == (actor is None and where is None):
             raise InvalidInput("forget takes a uri, or actor= and/or where= (not both, not neither)")
@@ -79,16 +101,27 @@ class Eraser:
             queued = queued_matching(
                 self.store.review_list(self.actor, status=None), filters, self.config.max_text_bytes
             )
+        if not doomed and not queued:
+            return 0
         ids = [m.id for m in doomed] + self._inversions_of({m.uri for m in doomed})
+        if not hard:
+            removed, purged = self._delete(ids, queued)
+        else:
+            with self.queue.forgetting():
+                self.store.mark_erasure(self.actor)  # first, and durable: a crash after the delete still erases
+                removed, purged = self._delete(ids, queued)
+            if wait:
+                self.queue.run_now()
+        if removed or purged:
+            self.drop_caches()
+        return removed
+
+    def _delete(self, ids: list[str], queued: list[str]) -> tuple[int, int]:
         with self.semantic.lock:
             removed = self.store.delete_many(self.actor, ids)
             self.semantic.remove([m.label for m in removed])
         purged = self.store.review_purge(self.actor, queued) if queued else 0
-        if removed or purged:
-            self.drop_caches()
-            if hard:
-                self.compact()
-        return len(removed)
+        return len(removed), purged
 
     def _inversions_of(self, uris: set[str]) -> list[str]:
         """Ids of the anti-patterns inverted from these patterns: they copy the original's label,
@@ -101,22 +134,66 @@ class Eraser:
             if m.metadata.get("inverted_from") in uris and m.uri not in uris
         ]
 
-    def compact(self) -> None:
-        """Erase deleted memories' bytes: rebuild and re-save the indexes, rewrite the store file."""
-        self.semantic.purge()
-        self.lexical.rebuild("purge after forget")
+    # -- the erasure pass -----------------------------------------------------------------------
+    def erase_now(self) -> None:
+        """Erase the bytes of everything forgotten so far from every file of the store, now."""
+        self.queue.run_now()
+
+    def _pass(self) -> None:
+        """Re-save the indexes (a saved HNSW file never holds a tombstone's vector; BM25 saves
+        only live documents and terms), drop other models' saved indexes, rewrite the store
+        file, then clear the mark if no forget came after the one this pass read."""
+        token = self.store.erasure_marks().get(self.actor)
+        self.semantic.save()
         self.lexical.save()
         self._drop_other_models_indexes()
         self.store.compact()
+        if token is not None:
+            self.store.clear_erasure(self.actor, token)
+
+    def recover(self) -> None:
+        """At open: finish erasures a crash interrupted, before anything is served.
+
+        This actor's own: the full pass. Another actor's (no pager of it open on this store
+        object): its saved indexes are dropped (caches, rebuilt from the store when it opens)
+        and the store file is rewritten, so a crashed actor's forgotten bytes do not wait for
+        that actor to come back.
+        """
+        marks = self.store.erasure_marks()
+        if not marks:
+            return
+        others = {
+            actor: token
+            for actor, token in marks.items()
+            if actor != self.actor and not any(e.store is self.store and e.actor == actor for e in _OPEN)
+        }
+        for actor in others:
+            folder = actor_index_dir(self.store, actor)
+            if folder is not None and folder.is_dir():
+                shutil.rmtree(folder)
+        if self.actor in marks:
+            log.warning("finishing the erasure of memories %s forgot before an interrupted close", self.actor)
+            self.queue.run_now()
+        elif others:
+            self.store.compact()
+        for actor, token in others.items():
+            self.store.clear_erasure(actor, token)
+
+    def close(self) -> None:
+        """Stop the background pass; erase now whatever is still due (raises what the pass raised)."""
+        self.queue.stop()
+        _OPEN.discard(self)
+        if self.queue.due:
+            self.queue.run_now()
 
     def _drop_other_models_indexes(self) -> None:
         """Saved indexes of models other than the active one still hold forgotten vectors; they
         are caches (rebuilt from the store's vectors when that model is used again), so drop them."""
         folder = getattr(self.semantic, "directory", None)  # only the embedded lane saves files
         lexical = getattr(self.lexical, "directory", None)
-        if folder is None or not folder.parent.is_dir():
+        if folder is None or not Path(folder).parent.is_dir():
             return
-        for other in folder.parent.iterdir():
+        for other in Path(folder).parent.iterdir():
             if other.is_dir() and other not in (folder, lexical):
                 shutil.rmtree(other)
 

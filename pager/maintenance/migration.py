@@ -10,6 +10,7 @@ re-embed every memory, and the old model's vectors stay until ``finalize_migrati
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from mempager.lanes.semantic import slug
 from mempager.maintenance.workers import EmbedWorkers
 from mempager.protocols import SemanticLaneLike, Store
 
+log = logging.getLogger("mempager")
+
 
 def active_key(actor: str) -> str:
     return f"active_model:{actor}"
@@ -27,16 +30,25 @@ def active_key(actor: str) -> str:
 def resolve_active(store: Store, actor: str, chosen: str, *, adopt: bool) -> str:
     """The actor's active model, recorded on first open: ``chosen`` for a store without vectors
     (or when adopting it), else the model most of its vectors belong to (a store from before the
-    active model was recorded keeps the model it was built with)."""
+    active model was recorded keeps the model it was built with). Warns when it is not ``chosen``:
+    a pager of another model reads, never rewrites."""
     recorded = store.meta(active_key(actor))
-    if recorded is not None and (recorded == chosen or not adopt):
-        return recorded
-    if recorded is None and not adopt:
-        counts = store.vector_models(actor)
-        recorded = max(sorted(counts), key=lambda m: counts[m]) if counts else chosen
-    else:
-        recorded = chosen
-    store.set_meta(active_key(actor), recorded, actor=actor)
+    if recorded is None or (recorded != chosen and adopt):
+        if recorded is None and not adopt:
+            counts = store.vector_models(actor)
+            recorded = max(sorted(counts), key=lambda m: counts[m]) if counts else chosen
+        else:
+            recorded = chosen
+        store.set_meta(active_key(actor), recorded, actor=actor)
+    if recorded != chosen:
+        log.warning(
+            "store %s: %s's active model is %s, this pager's is %s: it reads without embedding "
+            "(switch with `mempager model use` / Pager.use_model())",
+            store.location,
+            actor,
+            recorded,
+            chosen,
+        )
     return recorded
 
 

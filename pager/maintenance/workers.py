@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -97,6 +98,21 @@ class EmbedWorkers:
         """True while a batch is between the queue and the index (claimed, not yet released)."""
         with self._wake:
             return bool(self._claimed)
+
+    def wait_until_done(self, pending: Callable[[], int], timeout: float | None = None) -> bool:
+        """Wait until ``pending()`` is 0 and no batch is between the queue and the index ("done"
+        means indexed, not just stored). False on timeout. With no threads there is nothing to
+        wait for: the answer is whether nothing is pending now."""
+        if not self._threads:
+            return pending() == 0
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.notify()
+        while True:
+            if pending() == 0 and not self.busy:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
 
     def notify(self) -> None:
         with self._wake:

@@ -203,34 +203,43 @@ class DuckDb:
     def compact(self) -> None:
         """Rewrite the database file from its live rows, so nothing deleted survives in it.
 
-        DuckDB leaves deleted rows' bytes in freed blocks; copying the live database into a new
-        file and swapping it in (atomically, fsynced) is the only way to really erase them.
+        DuckDB leaves deleted rows' bytes in freed blocks (and in the WAL); copying the live
+        database into a new file and swapping it in (atomically, fsynced) is the only way to
+        really erase them. Writes wait for the whole pass (nothing may change between the copy
+        and the swap); reads go on during the copy and wait only for the swap.
         """
-        with self.write_lock, self._gate.exclusive():
+        with self.write_lock:
             target = self._path + ".compact"
             for leftover in (target, target + ".wal"):
                 if os.path.exists(leftover):
                     os.remove(leftover)
-            con = self.con()
-            try:
-                con.execute("CHECKPOINT")
-                name = con.execute("SELECT current_database()").fetchone()[0]
-                con.execute(f"ATTACH '{target}' AS mempager_compact")
-                con.execute(f'COPY FROM DATABASE "{name}" TO mempager_compact')
-                con.execute("DETACH mempager_compact")
-                self._db.close()
-            except duckdb.Error as exc:
-                raise translate(exc, self._path) from exc
+            with self._gate.shared():
+                con = self.con()
+                try:
+                    name = con.execute("SELECT current_database()").fetchone()[0]
+                    con.execute(f"ATTACH '{target}' AS mempager_compact")
+                    try:
+                        con.execute(f'COPY FROM DATABASE "{name}" TO mempager_compact')
+                    finally:
+                        con.execute("DETACH mempager_compact")
+                except duckdb.Error as exc:
+                    raise translate(exc, self._path) from exc
             _fsync_file(target)
-            os.replace(target, self._path)
-            if os.path.exists(self._path + ".wal"):
-                os.remove(self._path + ".wal")
-            _fsync_dir(os.path.dirname(os.path.abspath(self._path)))
-            try:
-                self._db = duckdb.connect(self._path, read_only=self._read_only)
-            except duckdb.Error as exc:
-                raise translate(exc, self._path) from exc
-            self._generation += 1
+            with self._gate.exclusive():
+                self._swap_in(target)
+
+    def _swap_in(self, target: str) -> None:
+        """Replace the store file with ``target`` and reopen; the caller holds every lock."""
+        self._db.close()
+        os.replace(target, self._path)
+        if os.path.exists(self._path + ".wal"):
+            os.remove(self._path + ".wal")
+        _fsync_dir(os.path.dirname(os.path.abspath(self._path)))
+        try:
+            self._db = duckdb.connect(self._path, read_only=self._read_only)
+        except duckdb.Error as exc:
+            raise translate(exc, self._path) from exc
+        self._generation += 1
 
     @contextmanager
     def tx(self) -> Iterator[Any]:

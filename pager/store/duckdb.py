@@ -26,6 +26,7 @@ import duckdb
 
 from mempager.errors import InvalidInput, StoreError, StoreLocked
 from mempager.protocols import PendingItem, PendingStats, SalienceParams
+from mempager.store import erasure_marks
 from mempager.store.base import DuckDb, translate
 from mempager.store.journal import Deprecate, Journal, ReviewItem
 from mempager.store.migrations import migrate
@@ -153,6 +154,31 @@ class DuckDBStore:
                 [key, value],
             )
             self.db.audit(con, [(actor, "migration", f"meta:{key}", f"set:{value}")])
+
+    # -- erasure marks (store/erasure_marks.py) ---------------------------------------------
+    def mark_erasure(self, actor: str) -> None:
+        """Note durably, before the delete it announces, that ``actor`` forgot memories whose
+        bytes are still in files: an open after a crash finishes the erasure."""
+        with self.db.write_lock, self.db.tx() as con:
+            con.execute(
+                "INSERT INTO store_meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [erasure_marks.key(actor), erasure_marks.token()],
+            )
+
+    def erasure_marks(self) -> dict[str, str]:
+        """Actors with forgotten bytes not yet erased, each with the token of its latest forget."""
+        rows = self.db.fetch("SELECT key, value FROM store_meta WHERE starts_with(key, ?)", [erasure_marks.PREFIX])
+        return erasure_marks.by_actor(rows)
+
+    def clear_erasure(self, actor: str, token: str) -> bool:
+        """Drop ``actor``'s mark if it still holds ``token`` (no forget since), with an audit event."""
+        with self.db.write_lock, self.db.tx() as con:
+            gone = con.execute(
+                "DELETE FROM store_meta WHERE key = ? AND value = ? RETURNING key", [erasure_marks.key(actor), token]
+            ).fetchall()
+            if gone:
+                self.db.audit(con, [(actor, "erase", f"erasure:{actor}", token)])
+        return bool(gone)
 
     # -- writes (Writes) ----------------------------------------------------------------------
     def put(self, item: NewMemory) -> PutResult:

@@ -1,13 +1,16 @@
-"""Compaction: rewrite the tables so the bytes of deleted memories' text and vectors are gone."""
+"""Compaction: rewrite the tables so the bytes of deleted memories' text and vectors are gone;
+and the marks (store/erasure_marks.py) that say an actor still has such bytes to erase."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from psycopg import errors as pg
 from psycopg import sql
 
 from mempager.errors import StoreError
+from mempager.store import erasure_marks
 from mempager.store.pg.db import Db
 
 log = logging.getLogger("mempager.pgstore")
@@ -33,3 +36,36 @@ def compact(db: Db) -> None:
             "server's next checkpoint",
             db.location,
         )
+
+
+def mark_erasure(db: Db, actor: str) -> list[Any]:
+    """Write ``actor``'s erasure mark (a fresh token) in its own transaction; the audit entries."""
+
+    def body(conn: Any, audit: list[Any]) -> None:
+        conn.execute(
+            "INSERT INTO store_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            [erasure_marks.key(actor), erasure_marks.token()],
+        )
+
+    _, entries = db.write(body)
+    return list(entries)
+
+
+def erasure_marks_of(db: Db) -> dict[str, str]:
+    rows = db.rows("SELECT key, value FROM store_meta WHERE starts_with(key, %s)", [erasure_marks.PREFIX])
+    return erasure_marks.by_actor([(str(k), str(v)) for k, v in rows])
+
+
+def clear_erasure(db: Db, actor: str, token: str) -> tuple[bool, list[Any]]:
+    """Drop the mark if it still holds ``token``, with an ``erase`` audit event; (dropped, entries)."""
+
+    def body(conn: Any, audit: list[Any]) -> bool:
+        gone = conn.execute(
+            "DELETE FROM store_meta WHERE key = %s AND value = %s RETURNING key", [erasure_marks.key(actor), token]
+        ).fetchall()
+        if gone:
+            audit.append((actor, "erase", f"erasure:{actor}", token, None))
+        return bool(gone)
+
+    dropped, entries = db.write(body)
+    return bool(dropped), list(entries)

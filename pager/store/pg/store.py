@@ -23,6 +23,7 @@ from typing import Any
 
 from mempager.protocols import PendingItem, PendingStats, SalienceParams
 from mempager.store.journal import Deprecate, ReviewItem
+from mempager.store.pg import compaction
 from mempager.store.pg.compaction import compact
 from mempager.store.pg.db import Db
 from mempager.store.pg.embed_queue import PgEmbedQueue
@@ -363,6 +364,18 @@ class PostgresStore:
     def compact(self) -> None:
         """Rewrite the tables that held deleted memories' text and vectors, so their bytes are gone."""
         compact(self._db)
+
+    def mark_erasure(self, actor: str) -> None:
+        """Note durably, before a hard delete, that ``actor`` has bytes to erase (pg/compaction.py)."""
+        self._listeners.publish(compaction.mark_erasure(self._db, actor))
+
+    def erasure_marks(self) -> dict[str, str]:
+        return compaction.erasure_marks_of(self._db)
+
+    def clear_erasure(self, actor: str, token: str) -> bool:
+        dropped, entries = compaction.clear_erasure(self._db, actor, token)
+        self._listeners.publish(entries)
+        return dropped
 
     def close(self) -> None:
         """Release this user's hold; the pool is closed when the last user lets go."""

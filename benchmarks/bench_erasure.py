@@ -213,7 +213,8 @@ def table(r: dict[str, Any]) -> str:
         ("during the erasure passes", "page_during_passes"),
     ):
         s = h[key]
-        lines.append(f"| {name} | {s['p50_ms']:.2f} | {s['p95_ms']:.2f} | {s['n']} |" if s else f"| {name} | - | - | 0 |")
+        row = f"| {name} | {s['p50_ms']:.2f} | {s['p95_ms']:.2f} | {s['n']} |" if s else f"| {name} | - | - | 0 |"
+        lines.append(row)
     lines += [
         "",
         f"forget p50 {h['forget']['p50_ms']:.2f} ms / p95 {h['forget']['p95_ms']:.2f} ms; {h['passes']} passes "

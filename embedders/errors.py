@@ -9,6 +9,8 @@ never contain a credential.
     │   ├── MissingExtra             an optional dependency is not installed
     │   ├── ModelNotFound            the local model is not on disk (mempager never downloads)
     │   ├── ModelIntegrityError      the weights file does not have the expected sha256
+    │   ├── OnnxExportUnusable       a saved ONNX export is missing, stale or corrupt (it is rebuilt)
+    │   ├── OnnxExportFailed         exporting a local model to ONNX failed or missed its cosine bound
     │   └── EmbedderAuthError        HTTP 401/403: the token or key was refused
     ├── EmbedderTimeout              connect or read timeout
     │   └── EmbedderConnectTimeout   (also an EmbedderConnectionError)
@@ -23,6 +25,8 @@ never contain a credential.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from mempager.errors import EmbedderError, EmbedderUnavailable
 
 
@@ -36,6 +40,21 @@ class ModelNotFound(EmbedderUnavailable):
 
 class ModelIntegrityError(EmbedderUnavailable):
     """The weights file on disk is not the one the model name promises."""
+
+
+class OnnxExportUnusable(EmbedderUnavailable):
+    """A saved ONNX export cannot be served: ``kind`` says whether it is missing, stale or corrupt.
+
+    Never fatal on its own: the caller exports the model again from its verified weights.
+    """
+
+    def __init__(self, message: str, *, kind: Literal["missing", "stale", "corrupt"]) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class OnnxExportFailed(EmbedderUnavailable):
+    """Exporting a local model to ONNX failed, or its vectors missed the cosine bound against torch."""
 
 
 class EmbedderAuthError(EmbedderUnavailable):
@@ -94,4 +113,6 @@ __all__ = [
     "MissingExtra",
     "ModelIntegrityError",
     "ModelNotFound",
+    "OnnxExportFailed",
+    "OnnxExportUnusable",
 ]

@@ -16,7 +16,8 @@ import json
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,7 @@ class LocalEmbedder:
             raise ConfigError(f"sha256 must be 64 lowercase hex digits, got {sha256!r}")
         _import_sentence_transformers()  # fail first, naming the extra, before touching any file
         directory, label = _resolve(model)
-        expected = sha256 or (MINILM_SHA256 if label == MINILM_NAME else None)
+        expected = expected_sha256(label, sha256)
         self._name = name or f"st:{label}"
         self._directory = directory
         self._batch_size = batch_size
@@ -91,6 +92,26 @@ class LocalEmbedder:
     @property
     def directory(self) -> Path:
         return self._directory
+
+    @property
+    def backend(self) -> str:
+        """What runs the model: always torch here (``embedders.onnx_embedder`` is the other one)."""
+        return "torch"
+
+    @property
+    def max_seq_length(self) -> int | None:
+        """Tokens per text the model reads; longer texts are truncated to it."""
+        value = getattr(self._loaded.model, "max_seq_length", None)
+        return value if isinstance(value, int) else None
+
+    @contextmanager
+    def model_in_use(self) -> Iterator[Any]:
+        """The loaded ``SentenceTransformer``, held exclusively (encode is not re-entrant).
+
+        For the ONNX exporter, which traces the model; nothing else should need it.
+        """
+        with self._loaded.lock:
+            yield self._loaded.model
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(name={self._name!r}, dim={self.dim}, directory={str(self._directory)!r})"
@@ -196,6 +217,35 @@ def _pooled_width(path: Path) -> int | None:
     return width * modes if isinstance(width, int) and width > 0 and modes > 0 else None
 
 
+def resolve_model(model: str | os.PathLike[str] | None) -> tuple[Path, str]:
+    """The model directory on disk and the label in the embedder's name ("all-MiniLM-L6-v2").
+
+    Raises ``MissingExtra`` or ``ModelNotFound``; reads no weights and imports nothing heavy.
+    """
+    return _resolve(model)
+
+
+def expected_sha256(label: str, sha256: str | None) -> str | None:
+    """The hash the weights must have: the caller's, else the published one for MiniLM, else none."""
+    return sha256 or (MINILM_SHA256 if label == MINILM_NAME else None)
+
+
+def weights_sha256(directory: Path, expected: str | None, who: str) -> str:
+    """The sha256 of the model's weights file, checked against ``expected`` when one is given.
+
+    Raises ``ModelIntegrityError`` on a mismatch, ``ModelNotFound`` when there is no weights file.
+    """
+    weights = _weights_file(directory)
+    if weights is None:
+        if expected is not None:
+            raise ModelIntegrityError(f"{who}: no weights file ({' or '.join(_WEIGHT_FILES)}) in {directory}")
+        raise ModelNotFound(f"{who}: no weights file ({' or '.join(_WEIGHT_FILES)}) in {directory}")
+    actual = file_sha256(weights)
+    if expected is not None and actual != expected:
+        raise ModelIntegrityError(_mismatch(who, weights, actual, expected))
+    return actual
+
+
 def _resolve(model: str | os.PathLike[str] | None) -> tuple[Path, str]:
     """The model directory on disk and the label used in the embedder's name."""
     if model is None or str(model) in MINILM_ALIASES:
@@ -270,12 +320,16 @@ def _verify(directory: Path, expected: str | None, who: str) -> tuple[int, int]:
     if expected is not None:
         actual = file_sha256(weights)
         if actual != expected:
-            raise ModelIntegrityError(
-                f"{who}: weights file {weights} has sha256 {actual}, expected {expected}; refusing to "
-                f"load it under this name. Reinstall the model ({EXTRA_HINT}) or, for deliberately "
-                "different weights, pass their sha256 and a distinct name"
-            )
+            raise ModelIntegrityError(_mismatch(who, weights, actual, expected))
     return (stat.st_size, stat.st_mtime_ns)
+
+
+def _mismatch(who: str, weights: Path, actual: str, expected: str) -> str:
+    return (
+        f"{who}: weights file {weights} has sha256 {actual}, expected {expected}; refusing to "
+        f"load it under this name. Reinstall the model ({EXTRA_HINT}) or, for deliberately "
+        "different weights, pass their sha256 and a distinct name"
+    )
 
 
 def _load(directory: Path, device: str, expected: str | None, who: str) -> _Loaded:

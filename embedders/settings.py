@@ -6,6 +6,9 @@ Variables (all optional; an empty value counts as unset):
     MEMPAGER_PROVIDER_URL MEMPAGER_PROVIDER_API_KEY MEMPAGER_PROVIDER_MODEL MEMPAGER_PROVIDER_DIM
     MEMPAGER_LOCAL_MODEL  (a directory or cached repo id; "off" disables the local model)
     MEMPAGER_LOCAL_MODEL_SHA256
+    MEMPAGER_LOCAL_BACKEND  (auto | torch | onnx | onnx-int8; see ``embedders.local_backend``)
+    MEMPAGER_ONNX_CACHE_DIR  (where ONNX exports of the local model are kept)
+    MEMPAGER_QUERY_CACHE_SIZE  (recent query vectors kept per embedder; 0 disables)
     MEMPAGER_EMBED_PROBE_TIMEOUT  MEMPAGER_EMBED_LOCAL_PROBE_TIMEOUT
     MEMPAGER_EMBED_CONNECT_TIMEOUT  MEMPAGER_EMBED_READ_TIMEOUT  MEMPAGER_EMBED_MAX_ATTEMPTS
 
@@ -24,6 +27,9 @@ from mempager.errors import ConfigError
 
 Force = Literal["auto", "gateway", "provider", "local", "hash"]
 FORCE_CHOICES: tuple[Force, ...] = ("auto", "gateway", "provider", "local", "hash")
+# what serves the local model (``embedders.local_backend``; kept here so settings import nothing)
+LocalBackend = Literal["auto", "torch", "onnx", "onnx-int8"]
+LOCAL_BACKENDS: tuple[LocalBackend, ...] = ("auto", "torch", "onnx", "onnx-int8")
 LOCAL_OFF = frozenset({"off", "none", "0", "false", "no"})
 N = TypeVar("N", int, float)
 
@@ -45,6 +51,11 @@ class EmbedderSettings:
     local_sha256: str | None = None
     local_batch_size: int = 64
     local_device: str = "cpu"
+    local_backend: LocalBackend = "auto"
+    onnx_cache_dir: str | None = None  # None: $XDG_CACHE_HOME/mempager/onnx or ~/.cache/mempager/onnx
+    # recent query vectors kept by the chosen local model (0 disables): a repeated query then
+    # costs a dictionary lookup instead of a model call
+    query_cache_size: int = 1024
     # build the local model on its first embed (``DeferredEmbedder``) when its name and width can
     # be read from its files; its boot probe then runs at that first embed
     defer_local: bool = False
@@ -63,6 +74,11 @@ class EmbedderSettings:
             raise ConfigError(f"force must be one of {', '.join(FORCE_CHOICES)}, got {self.force!r}")
         if not isinstance(self.actor, str):
             raise ConfigError(f"actor must be a string, got {type(self.actor).__name__}")
+        if self.local_backend not in LOCAL_BACKENDS:
+            raise ConfigError(f"local_backend must be one of {', '.join(LOCAL_BACKENDS)}, got {self.local_backend!r}")
+        size = self.query_cache_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ConfigError(f"query_cache_size must be an integer >= 0 (0 disables the cache), got {size!r}")
         if self.hash_dim < 8:
             raise ConfigError(f"hash_dim must be an integer >= 8, got {self.hash_dim!r}")
         for name in ("gateway_dim", "provider_dim"):
@@ -112,6 +128,8 @@ class EmbedderSettings:
             "local_enabled": (local or "").lower() not in LOCAL_OFF,
             "local_model": None if (local or "").lower() in LOCAL_OFF else local,
             "local_sha256": text("MEMPAGER_LOCAL_MODEL_SHA256"),
+            "local_backend": text("MEMPAGER_LOCAL_BACKEND") or cls.local_backend,
+            "onnx_cache_dir": text("MEMPAGER_ONNX_CACHE_DIR"),
         }
         for key, name, kind in _NUMBERS:
             number = _number(text, key, kind)
@@ -130,6 +148,7 @@ _NUMBERS: tuple[tuple[str, str, type[int] | type[float]], ...] = (
     ("MEMPAGER_EMBED_CONNECT_TIMEOUT", "connect_timeout", float),
     ("MEMPAGER_EMBED_READ_TIMEOUT", "read_timeout", float),
     ("MEMPAGER_EMBED_MAX_ATTEMPTS", "max_attempts", int),
+    ("MEMPAGER_QUERY_CACHE_SIZE", "query_cache_size", int),
 )
 
 

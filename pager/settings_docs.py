@@ -332,6 +332,20 @@ EMBEDDER_TEXT: tuple[tuple[str, str, str], ...] = (
         "sha256 (64 lowercase hex digits) the local model's weights must have; unset, the packaged "
         "model's published hash (other models are not checked).",
     ),
+    (
+        "MEMPAGER_LOCAL_BACKEND",
+        "local_backend",
+        "What runs the local model: `auto` (ONNX Runtime fp32 from a verified export: torch's vectors "
+        "and name, torch itself when that is unavailable, with the reason logged), `torch`, `onnx` "
+        "(fp32, never torch) or `onnx-int8` (faster, within 0.99 cosine of torch, recorded as another "
+        "model: `<name>+onnx-int8`).",
+    ),
+    (
+        "MEMPAGER_ONNX_CACHE_DIR",
+        "onnx_cache_dir",
+        "Where ONNX exports of the local model are kept, one per weights sha256 (made once, verified "
+        "on every load); unset, `$XDG_CACHE_HOME/mempager/onnx` or `~/.cache/mempager/onnx`.",
+    ),
 )
 NUMBER_DOCS: dict[str, str] = {
     "MEMPAGER_EMBED_PROBE_TIMEOUT": "Seconds the gateway or provider has to answer its boot probe before "
@@ -342,6 +356,8 @@ NUMBER_DOCS: dict[str, str] = {
     "MEMPAGER_EMBED_READ_TIMEOUT": "Seconds to wait for the gateway's or provider's answer to one request.",
     "MEMPAGER_EMBED_MAX_ATTEMPTS": "Tries per HTTP request (the first included) to the gateway or provider, "
     "with backoff and Retry-After. The same variable also sets the workers' tries per batch (above).",
+    "MEMPAGER_QUERY_CACHE_SIZE": "Recent query vectors the local model keeps per pager (keyed by model and "
+    "exact text): a repeated query skips the model. 0 disables the cache.",
 }
 
 EDGES: tuple[Setting, ...] = (

@@ -1,13 +1,17 @@
-"""Fixtures for the embedder tests: the real MiniLM (loaded once) and real servers on 127.0.0.1."""
+"""Fixtures for the embedder tests: the real MiniLM (loaded once), its ONNX exports (made once, in a
+temporary directory) and real servers on 127.0.0.1."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from mempager.embedders import HashEmbedder, LocalEmbedder
+from mempager.embedders import HashEmbedder, LocalEmbedder, onnx_format
+from mempager.embedders.local_backend import load_local
+from mempager.embedders.onnx_embedder import OnnxEmbedder
 from mempager.embedders.testing import EmbeddingServer
 
 TOKEN = "gw-token-for-tests"
@@ -18,6 +22,36 @@ MODEL = "all-MiniLM-L6-v2"
 def minilm() -> LocalEmbedder:
     """The packaged all-MiniLM-L6-v2, loaded once per session (sha256 verified on load)."""
     return LocalEmbedder()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def default_onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Where exports go when a test names no cache directory (the chain's default): never ~/.cache."""
+    directory = tmp_path_factory.mktemp("default-onnx-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(onnx_format, "default_cache_dir", lambda: directory)
+        yield directory
+
+
+@pytest.fixture(scope="session")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache directory for the session's shared exports (a test that damages one uses its own)."""
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="session")
+def onnx_fp32(onnx_cache: Path, minilm: LocalEmbedder) -> OnnxEmbedder:
+    """The packaged MiniLM exported to fp32 ONNX (torch already loaded by ``minilm``)."""
+    embedder = load_local(backend="onnx", cache_dir=onnx_cache)
+    assert isinstance(embedder, OnnxEmbedder)
+    return embedder
+
+
+@pytest.fixture(scope="session")
+def onnx_int8(onnx_cache: Path, minilm: LocalEmbedder) -> OnnxEmbedder:
+    embedder = load_local(backend="onnx-int8", cache_dir=onnx_cache)
+    assert isinstance(embedder, OnnxEmbedder)
+    return embedder
 
 
 @pytest.fixture(scope="session")

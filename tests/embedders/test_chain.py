@@ -185,7 +185,8 @@ def test_a_forced_embedder_that_is_not_configured_is_loud() -> None:
 
 def test_a_forced_local_model_whose_package_is_missing_is_down_for_good(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # what `import` sees when it is missing
-    choice = pick_embedder(_settings(force="local", local_enabled=True))
+    # torch named: an ONNX export made earlier in the session would serve without sentence-transformers
+    choice = pick_embedder(_settings(force="local", local_enabled=True, local_backend="torch"))
     down = choice.embedder
     assert isinstance(down, DownEmbedder) and not down.recoverable
     assert down.name == "st:all-MiniLM-L6-v2"

@@ -1,4 +1,5 @@
-"""One contract, every backend: hash, the real local MiniLM, and HTTP against a real local server."""
+"""One contract, every backend: hash, the real local MiniLM on torch and on ONNX Runtime (fp32 and
+int8), the query cache in front of a model, and HTTP against a real local server."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 import pytest
 
 from mempager.embedders import HashEmbedder, HttpEmbedder
+from mempager.embedders.query_cache import CachedQueryEmbedder
 from mempager.errors import InvalidInput
 from mempager.protocols import Embedder
 
@@ -23,15 +25,20 @@ TEXTS = [
 @pytest.fixture(
     params=[
         pytest.param("hash"),
+        pytest.param("cached"),
         pytest.param("local", marks=pytest.mark.slow),
+        pytest.param("onnx_fp32", marks=pytest.mark.slow),
+        pytest.param("onnx_int8", marks=pytest.mark.slow),
         pytest.param("http", marks=pytest.mark.slow),
     ]
 )
 def embedder(request: pytest.FixtureRequest) -> Embedder:
     if request.param == "hash":
         return HashEmbedder(dim=384)
-    if request.param == "local":
-        local: Embedder = request.getfixturevalue("minilm")
+    if request.param == "cached":
+        return CachedQueryEmbedder(HashEmbedder(dim=384), size=4)
+    if request.param in ("local", "onnx_fp32", "onnx_int8"):
+        local: Embedder = request.getfixturevalue("minilm" if request.param == "local" else request.param)
         return local
     server = request.getfixturevalue("minilm_server")
     return HttpEmbedder.provider(server.url, model=MODEL, api_key=TOKEN)

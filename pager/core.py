@@ -124,7 +124,6 @@ class Pager:
             after_write=self._after_write,
             feedback=self.procedures.feedback,
         )
-        self.editor = Editor(store, actor, build=build, retriever=self.retriever, notify=self.workers.notify)
         self.assembler = PageAssembler(store, actor, config, retriever=self.retriever, procedures=self.procedures)
         self.eraser = Eraser(
             store,
@@ -134,6 +133,14 @@ class Pager:
             lexical=self.lexical,
             retriever=self.retriever,
             drop_caches=self.procedures.drop_caches,
+        )
+        self.editor = Editor(
+            store,
+            actor,
+            build=build,
+            retriever=self.retriever,
+            notify=self.workers.notify,
+            rewriting=self.eraser.rewriting,
         )
         self.migration = ModelMigration(
             store, actor, semantic=self.semantic, workers=self.workers, worker_count=config.embed_workers
@@ -158,15 +165,10 @@ class Pager:
             return
         self._closed = True
         self.workers.stop()
-        erase_failed: Exception | None = None
-        try:
+        try:  # a failed pass is raised after the store is let go of; its mark makes the next open erase
             self.eraser.close()
-        except Exception as exc:  # noqa: BLE001 - re-raised below, after the store is closed
-            erase_failed = exc
-            log.error("could not erase %s's forgotten memories at close (the next open will): %s", self.actor, exc)
-        self._release()
-        if erase_failed is not None:
-            raise erase_failed
+        finally:
+            self._release()
 
     def _release(self) -> None:
         """Let go of the store: listeners off, index caches saved, the store closed if ours."""
@@ -189,11 +191,8 @@ class Pager:
             raise translate(failed, self.store.location) from failed
 
     def sync(self, timeout: float | None = None) -> bool:
-        """Wait until every memory has a vector of the active model. False on timeout.
-
-        A pager that embeds nothing (``embed_workers=0``, or a model other than the store's active
-        one) has nothing to wait for: it answers at once whether every memory has its vector.
-        """
+        """Wait until every memory has a vector of the active model. False on timeout. A pager
+        that embeds nothing (``embed_workers=0``, or not the active model) answers at once."""
         return self.workers.wait_until_done(self._pending, timeout)
 
     @property

@@ -11,10 +11,11 @@ crash finishes the erasure before it serves anything.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,14 @@ class Eraser:
         if removed or purged:
             self.drop_caches()
         return removed
+
+    @contextlib.contextmanager
+    def rewriting(self) -> Iterator[None]:
+        """Around a change that leaves words behind in the files (``update`` of a text): the same
+        durable mark and erasure pass as a hard forget, so the old text and vector go too."""
+        with self.queue.forgetting():
+            self.store.mark_erasure(self.actor)
+            yield
 
     def _delete(self, ids: list[str], queued: list[str]) -> tuple[int, int]:
         with self.semantic.lock:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from mempager.errors import InvalidInput
@@ -17,13 +19,21 @@ from mempager.writing.build import MemoryBuilder
 
 class Editor:
     def __init__(
-        self, store: Store, actor: str, *, build: MemoryBuilder, retriever: Retriever, notify: Callable[[], None]
+        self,
+        store: Store,
+        actor: str,
+        *,
+        build: MemoryBuilder,
+        retriever: Retriever,
+        notify: Callable[[], None],
+        rewriting: Callable[[], AbstractContextManager[None]],
     ) -> None:
         self.store = store
         self.actor = actor
         self.build = build
         self.retriever = retriever
         self.notify = notify  # wakes the embedding workers: a new text needs a new vector
+        self.rewriting = rewriting  # the old text's bytes stay in the files: erased like a forget
 
     def update(self, uri: str, **changes: Any) -> Memory:
         """Correct a memory in place: text, tags, importance, confidence, metadata, valid_until.
@@ -32,7 +42,8 @@ class Editor:
         re-indexed lexically in this call, and deduplicated as a fresh write of it would be: a
         later write of the old text is a new memory, a write of the new text reinforces this one.
         A text another memory of the same type already holds is refused (``InvalidInput`` naming
-        it): two memories saying one thing would leave dedup to pick either.
+        it): two memories saying one thing would leave dedup to pick either. The old text and its
+        vector are erased from the files as a hard forget's are (the same background pass).
         """
         allowed = {"text", "tags", "importance", "confidence", "metadata", "valid_until"}
         unknown = set(changes) - allowed
@@ -49,9 +60,11 @@ class Editor:
             clean["valid_until"] = (
                 None if changes["valid_until"] is None else parse_time(changes["valid_until"], "valid_until")
             )
-        if "text" in clean and clean["text"] != current.text:
+        reworded = "text" in clean and clean["text"] != current.text
+        if reworded:
             clean["dedup_key"] = self._dedup_key_for(current, clean["text"])
-        updated = self.store.update(self.actor, current.id, op="update", **clean)
+        with self.rewriting() if reworded else contextlib.nullcontext():
+            updated = self.store.update(self.actor, current.id, op="update", **clean)
         self.notify()
         return updated
 

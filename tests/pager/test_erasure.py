@@ -150,3 +150,17 @@ def test_an_open_after_a_crash_finishes_the_erasure(store_path: Path, reopen_as:
         assert p.stats()["vectors_indexed"] == 400
     with mempager.open(store_path, actor="bob", config=cfg) as b:
         assert [m.text for m in b.recall()] == ["bob's own fact"]
+
+
+def test_rewording_a_memory_erases_the_old_text(store_path: Path) -> None:
+    emb = MarkedEmbedder()
+    uri = seeded(store_path, emb)
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash"), embedder=emb) as p:
+        p.update(uri, text="the user's passport is renewed")
+        assert p.stats()["erasure"]["pending"] is True
+        assert p.recall("CANARY") == [] and p.recall("renewed")[0].uri == uri
+        p.erase_now()
+        assert hits(store_path, emb.needles) == {}
+        assert p.sync(timeout=60) and p.get(uri).label in p.semantic  # re-embedded under the new text
+        p.update(uri, tags=["travel"])  # no new text: nothing to erase
+        assert p.stats()["erasure"]["pending"] is False

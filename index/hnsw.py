@@ -6,14 +6,15 @@
 * ``remove`` never rebuilds by itself: ``needs_rebuild()`` says when tombstones exceed
   ``max_deleted_share`` and the owner calls ``rebuild()``, which builds a fresh graph while searches
   keep using the old one (adds and removes wait), then swaps.
+* Our float32 copy (``hnsw_rows``): an array for a small index; a large one, once loaded or saved,
+  reads its rows from the saved vectors file (page cache, not process memory), newer rows in memory.
 * Forget: ``remove`` zeroes our float32 copy at once; hnswlib keeps a tombstoned vector in memory (it
   still routes searches) until ``rebuild()``, but ``save()`` overwrites it in the file it writes
   (``hnsw_file``), so no saved file holds a removed vector (replaced files are unlinked, not shredded).
 * Search scans our float32 copy exactly when few candidates remain (small index, selective ``allow``),
   when hnswlib finds fewer than k, or when the k-th place is tied. Scores are cosine similarities from
   our copy; equal scores rank the lower label first.
-* Any number of concurrent searches; add/remove/resize/swap exclude them (hnswlib crashes when a search
-  runs during an insert).
+* Concurrent searches; add/remove/resize/swap exclude them (hnswlib crashes on a search during an insert).
 * ``save``/``load`` keep a manifest with owner ``meta``; ``load`` checks format, shape, parameters, meta
   and checksums before hnswlib reads a byte, and raises IndexStale naming every difference.
 """
@@ -35,6 +36,8 @@ import numpy.typing as npt
 from mempager.errors import ConfigError, DimensionMismatch, IndexStale, InvalidInput, NonFiniteVector
 from mempager.index import manifest as persist
 from mempager.index.hnsw_file import scrub_deleted
+from mempager.index.hnsw_rows import RESIDENT_MAX_ROWS, FileRows, MemoryRows, Rows
+from mempager.index.labelmap import LabelRows
 from mempager.index.manifest import BoolArray, Manifest
 from mempager.index.rwlock import RWLock
 from mempager.types import FloatMatrix, LabelArray, as_labels, as_vectors
@@ -65,18 +68,19 @@ class _State:
     """Everything a search reads; rebuild and load swap a whole new one in."""
 
     graph: Any  # hnswlib.Index, whose ids are our rows
-    vectors: FloatMatrix  # row -> unit vector; rows of removed or replaced labels are zero
+    vectors: Rows  # row -> unit vector; rows of removed or replaced labels are zero
     row_labels: LabelArray  # row -> label (meaningful only where live)
     live: BoolArray  # row -> label currently served from this row
-    rows: dict[int, int]  # live label -> row
+    rows: LabelRows  # live label -> row
     size: int = 0  # rows used so far (live + tombstones) == hnswlib's element count
 
     @property
     def deleted(self) -> int:
         return self.size - len(self.rows)
 
-    def snapshot(self) -> tuple[LabelArray, FloatMatrix, BoolArray]:
-        return self.row_labels[: self.size], self.vectors[: self.size], self.live[: self.size]
+    def snapshot(self) -> tuple[LabelArray, Iterator[FloatMatrix], BoolArray]:
+        blocks = (self.vectors.take(np.arange(lo, min(lo + 65_536, self.size))) for lo in range(0, self.size, 65_536))
+        return self.row_labels[: self.size], blocks, self.live[: self.size]
 
 
 def _check_int(name: str, value: object, low: int) -> None:
@@ -89,6 +93,10 @@ def _unit(matrix: FloatMatrix) -> FloatMatrix:
     out: FloatMatrix = np.zeros(matrix.shape, dtype=np.float32)
     np.divide(matrix, norms, out=out, where=norms > 0)
     return out
+
+
+def _padded(values: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:
+    return np.concatenate([values, np.zeros(capacity - len(values), values.dtype)])
 
 
 def _top(scores: FloatMatrix, labels: LabelArray, k: int) -> npt.NDArray[np.intp]:
@@ -115,11 +123,11 @@ class HnswIndex:
         initial_capacity: int = 1024,
         exact_below: int = 1024,
         meta: Mapping[str, Any] | None = None,
+        resident_max_rows: int = RESIDENT_MAX_ROWS,
     ) -> None:
+        for name, value, low in (("dim", dim, 1), ("M", M, 2), ("ef_construction", ef_construction, 1)):
+            _check_int(name, value, low)
         for name, value, low in (
-            ("dim", dim, 1),
-            ("M", M, 2),
-            ("ef_construction", ef_construction, 1),
             ("ef", ef, 1),
             ("initial_capacity", initial_capacity, 1),
             ("exact_below", exact_below, 0),
@@ -131,6 +139,7 @@ class HnswIndex:
         self._max_deleted_share = max_deleted_share
         self._initial_capacity = initial_capacity
         self._exact_below = exact_below
+        self._resident_max_rows = resident_max_rows  # above it, saved rows are read from the file
         self.meta: dict[str, Any] = persist.normalise_meta(meta or {})  # saved by save(), checked by load()
         self._rw = RWLock()
         self._mutate = threading.Lock()  # one mutation (add/remove/rebuild/load/save) at a time
@@ -164,22 +173,26 @@ class HnswIndex:
         return len(self._state.rows)
 
     def __contains__(self, label: object) -> bool:
+        if type(label) is int:  # the common case, without the conversions below
+            return label in self._state.rows
         return isinstance(label, (int, np.integer)) and int(label) in self._state.rows
 
     def labels(self) -> LabelArray:
         """Live labels, ascending."""
         with self._rw.read():
-            return np.array(sorted(self._state.rows), dtype=np.int64)
+            state = self._state
+            return np.sort(state.row_labels[: state.size][state.live[: state.size]])
 
     def get_vectors(self, labels: Iterable[int]) -> FloatMatrix:
         """The stored (unit-normalised) vectors; KeyError names the first label not in the index."""
         with self._rw.read():
             state = self._state
-            wanted = [int(label) for label in labels]
-            missing = [label for label in wanted if label not in state.rows]
-            if missing:
-                raise KeyError(f"label {missing[0]} is not in the index")
-            return state.vectors[np.array([state.rows[label] for label in wanted], dtype=np.int64)].copy()
+            wanted = np.fromiter((int(label) for label in labels), np.int64)
+            rows = state.rows.rows_of(wanted)
+            missing = np.flatnonzero(rows < 0)
+            if len(missing):
+                raise KeyError(f"label {int(wanted[missing[0]])} is not in the index")
+            return state.vectors.take(rows)
 
     def deleted_share(self) -> float:
         state = self._state
@@ -194,10 +207,10 @@ class HnswIndex:
         labels_arr, unit = self._prepare(labels, vectors)
         with self._mutate:
             state = self._state
-            old = np.array([state.rows.get(int(x), -1) for x in labels_arr], dtype=np.int64)
+            old = state.rows.rows_of(labels_arr)
             present = old >= 0
             same = np.zeros(len(old), dtype=bool)
-            same[present] = (state.vectors[old[present]] == unit[present]).all(axis=1)
+            same[present] = (state.vectors.take(old[present]) == unit[present]).all(axis=1)
             labels_arr, unit, old = labels_arr[~same], unit[~same], old[~same]
             for start in range(0, len(labels_arr), _CHUNK):
                 part = slice(start, start + _CHUNK)
@@ -228,16 +241,17 @@ class HnswIndex:
         with _hnswlib("add vectors"):
             # hnswlib's thread pool costs more than it saves on small batches.
             state.graph.add_items(unit, rows, num_threads=-1 if n >= 256 else 1)
-        state.vectors[rows], state.row_labels[rows], state.live[rows] = unit, labels, True
+        state.vectors.put(rows, unit)
+        state.row_labels[rows], state.live[rows] = labels, True
         state.size += n
         for row in old[old >= 0].tolist():
             self._tombstone(state, row)
-        state.rows.update(zip(labels.tolist(), rows.tolist(), strict=True))
+        state.rows.set_many(labels, rows)
 
     def _tombstone(self, state: _State, row: int) -> None:
         with _hnswlib("delete a vector"):
             state.graph.mark_deleted(row)
-        state.vectors[row] = 0.0  # forget must really erase our copy
+        state.vectors.zero(row)  # forget must really erase our copy
         state.live[row] = False
 
     def _reserve(self, state: _State, needed: int) -> None:
@@ -248,7 +262,7 @@ class HnswIndex:
         with _hnswlib("grow the index"):
             state.graph.resize_index(capacity)
         grown = len(state.live)
-        state.vectors = np.concatenate([state.vectors, np.zeros((capacity - grown, self._dim), np.float32)])
+        state.vectors.reserve(capacity)
         state.row_labels = np.concatenate([state.row_labels, np.zeros(capacity - grown, np.int64)])
         state.live = np.concatenate([state.live, np.zeros(capacity - grown, bool)])
 
@@ -266,14 +280,15 @@ class HnswIndex:
         """Compact into a fresh graph from the live vectors, purging tombstones and their bytes."""
         with self._mutate:
             old = self._state
-            live_rows = np.array(sorted(old.rows.values()), dtype=np.int64)
+            live_rows = np.sort(old.rows.rows())
             fresh = self._new_state(max(len(live_rows), self._initial_capacity))
             # Searches keep using the old graph meanwhile: nothing mutates it while we hold _mutate.
             for start in range(0, len(live_rows), _CHUNK):
                 part = live_rows[start : start + _CHUNK]
-                self._insert(fresh, old.row_labels[part], old.vectors[part], np.full(len(part), -1))
+                self._insert(fresh, old.row_labels[part], old.vectors.take(part), np.full(len(part), -1))
             with self._rw.write():
                 self._state = fresh
+            old.vectors.close()
 
     def _new_state(self, capacity: int) -> _State:
         graph = hnswlib.Index(space="cosine", dim=self._dim)
@@ -282,10 +297,10 @@ class HnswIndex:
             graph.set_ef(self._ef)
         return _State(
             graph=graph,
-            vectors=np.zeros((capacity, self._dim), np.float32),
+            vectors=MemoryRows(np.zeros((capacity, self._dim), np.float32)),
             row_labels=np.zeros(capacity, np.int64),
             live=np.zeros(capacity, bool),
-            rows={},
+            rows=LabelRows(),
         )
 
     # -- search ---------------------------------------------------------------------------------
@@ -304,12 +319,14 @@ class HnswIndex:
                 return []
             k = min(k, n)
             if n <= self._exact_below or n < _SELECTIVE_SHARE * live:
-                rows = self._scan(state, query, k, allow)
+                rows, scores = self._scan(state, query, k, allow), None
             else:
-                rows = self._walk(state, query, k, n, allow)
-            scores = state.vectors[rows] @ query
+                rows, scores = self._walk(state, query, k, n, allow)
+            if scores is None:  # the exact scan's rows: scored again on their own, as always
+                scores = state.vectors.take(rows) @ query
             labels = state.row_labels[rows]
-            return [(int(labels[i]), float(scores[i])) for i in _top(scores, labels, k)]
+            best = _top(scores, labels, k)
+            return list(zip(labels[best].tolist(), scores[best].tolist(), strict=True))
 
     def _query(self, vector: FloatMatrix) -> FloatMatrix:
         query = as_vectors(vector, "the query vector").reshape(-1)
@@ -324,10 +341,14 @@ class HnswIndex:
         if allow is None:
             rows = np.flatnonzero(state.live[: state.size]).astype(np.int64)
         else:
-            rows = np.fromiter((row for label in allow if (row := state.rows.get(label)) is not None), np.int64)
-        return rows[_top(state.vectors[rows] @ query, state.row_labels[rows], k)]
+            rows = state.rows.rows_of(np.fromiter(allow, np.int64, len(allow)))
+            rows = rows[rows >= 0]
+        return rows[_top(state.vectors.take(rows) @ query, state.row_labels[rows], k)]
 
-    def _walk(self, state: _State, query: FloatMatrix, k: int, n: int, allow: frozenset[int] | None) -> LabelArray:
+    def _walk(
+        self, state: _State, query: FloatMatrix, k: int, n: int, allow: frozenset[int] | None
+    ) -> tuple[LabelArray, FloatMatrix | None]:
+        """The graph's candidate rows and their scores (None: an exact scan's rows, not scored)."""
         # One extra neighbour shows whether the k-th place is tied; the graph cannot say which tied
         # label is lowest, so a tie at the cut (duplicate vectors) is settled by a scan.
         row_labels = state.row_labels
@@ -343,13 +364,14 @@ class HnswIndex:
                 )
         except _ShortResult:
             # Tombstones or a filter left hnswlib short of k; the exact answer is still cheap to get.
-            return self._scan(state, query, k, allow)
+            return self._scan(state, query, k, allow), None
         rows = np.asarray(found[0], dtype=np.int64)
         rows = rows[state.live[rows]]  # hnswlib never returns tombstones; belt and braces
-        ranked = np.sort(state.vectors[rows] @ query)[::-1]
+        scores = state.vectors.take(rows) @ query
+        ranked = np.sort(scores)[::-1]
         if len(ranked) > k and ranked[k] == ranked[k - 1]:
-            return self._scan(state, query, k, allow)
-        return rows
+            return self._scan(state, query, k, allow), None
+        return rows, scores
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, directory: Path, meta: Mapping[str, Any] | None = None) -> None:
@@ -377,13 +399,20 @@ class HnswIndex:
                 count=len(state.rows),
                 rows=state.size,
                 deleted=state.deleted,
-                max_label=max(state.rows) if state.rows else None,
+                max_label=int(state.rows.labels()[-1]) if state.rows else None,
                 files={"index": graph_file, "vectors": vectors_file},
                 meta=meta_out,
             )
             persist.write_manifest(directory, manifest)
             persist.remove_unreferenced(directory, manifest, _PREFIXES)
             self.meta = meta_out
+            if state.size > self._resident_max_rows:  # from now on, read saved rows from the file just written
+                with self._rw.write():
+                    old = state.vectors
+                    state.vectors = FileRows(
+                        directory / vectors_file.name, state.size, self._dim, state.size, len(state.live), state.live
+                    )
+                old.close()
 
     def _write_graph(self, state: _State, path: Path) -> None:
         """hnswlib's file, with every tombstone's vector overwritten before the file is hashed and
@@ -394,7 +423,7 @@ class HnswIndex:
             return
         done = scrub_deleted(path, self._dim)
         rows = done.sample_labels.astype(np.int64)
-        if done.deleted != state.deleted or not np.allclose(done.sample_vectors, state.vectors[rows], atol=1e-5):
+        if done.deleted != state.deleted or not np.allclose(done.sample_vectors, state.vectors.take(rows), atol=1e-5):
             raise IndexStale(
                 f"erasing tombstones in {path} found {done.deleted} deleted elements (expected "
                 f"{state.deleted}) or vectors that differ from ours; rebuild the index from the store"
@@ -417,34 +446,39 @@ class HnswIndex:
         with self._mutate:
             fresh = self._read(directory, manifest)
             with self._rw.write():
-                self._state = fresh
+                old, self._state = self._state, fresh
+            old.vectors.close()
             self.meta = dict(manifest.meta)
 
     def _read(self, directory: Path, manifest: Manifest) -> _State:
         # Checksums first: a truncated or bit-flipped file must never reach hnswlib (it can crash).
-        # The two files are hashed side by side (hashlib and file reads release the GIL).
+        # Both files are checked side by side (CRCs and reads release the GIL), before hnswlib
+        # loads the graph: it holds the GIL throughout, which would stall a check running meanwhile.
+        path, n = directory / manifest.files["vectors"].name, manifest.rows
+        resident = n <= self._resident_max_rows
+        capacity = max(n + 1024, n * 5 // 4, 1)  # headroom: the first add after opening does not resize
         with ThreadPoolExecutor(max_workers=1) as pool:
-            graph_checked = pool.submit(persist.verify_file, directory, manifest.files["index"])
-            data = persist.read_verified(directory, manifest.files["vectors"])
-            row_labels, vectors, live = persist.read_rows(data, manifest)
-            graph_path = graph_checked.result()
+            check = persist.read_verified if resident else persist.verify_file
+            checked = pool.submit(check, directory, manifest.files["vectors"])
+            graph_path = persist.verify_file(directory, manifest.files["index"])
+            done = checked.result()
         graph = hnswlib.Index(space="cosine", dim=self._dim)
-        # headroom, so the first add after opening does not resize (copy) the whole index
-        capacity = max(manifest.rows + 1024, manifest.rows * 5 // 4, 1)
         with _hnswlib(f"load {graph_path}"):
             graph.load_index(str(graph_path), max_elements=capacity)
             graph.set_ef(self._ef)  # hnswlib does not save ef
-        if graph.element_count != manifest.rows:
-            raise IndexStale(
-                f"{graph_path} holds {graph.element_count} rows, the manifest says "
-                f"{manifest.rows}; rebuild the index from the store"
-            )
-        rows = dict(zip(row_labels[live].tolist(), np.flatnonzero(live).tolist(), strict=True))
-        spare = capacity - manifest.rows
-        vectors = np.concatenate([vectors, np.zeros((spare, self._dim), np.float32)])
-        row_labels = np.concatenate([row_labels, np.zeros(spare, np.int64)])
-        live = np.concatenate([live, np.zeros(spare, bool)])
-        return _State(graph, vectors, row_labels, live, rows, size=manifest.rows)
+        if graph.element_count != n:
+            raise IndexStale(f"{graph_path} holds {graph.element_count} rows, the manifest says {n}; rebuild it")
+        vectors: Rows
+        if isinstance(done, np.ndarray):
+            labels, saved, live = persist.read_rows(done, manifest)
+            vectors = MemoryRows(np.zeros((capacity, self._dim), np.float32))
+            vectors.vectors[:n] = saved
+        else:  # a large index: its rows are read from the file when needed
+            labels, live = persist.read_labels(path, manifest)
+            vectors = FileRows(path, n, self._dim, n, capacity, live)
+        rows = LabelRows()
+        rows.set_many(labels[live], np.flatnonzero(live))
+        return _State(graph, vectors, _padded(labels, capacity), _padded(live, capacity), rows, n)
 
     def _check(self, manifest: Manifest, expect_meta: Mapping[str, Any], directory: Path) -> None:
         problems = [

@@ -37,7 +37,11 @@ import numpy as np
 import numpy.typing as npt
 
 from mempager.errors import InvalidInput
+from mempager.index.labelmap import LabelRows
 from mempager.index.lexical_files import MANIFEST, Docs, load_docs, save_docs
+from mempager.index.lexical_postings import PostingLists, to_csr
+from mempager.index.lexical_topk import on_postings
+from mempager.index.lexical_topk import search_scored as top_scored
 from mempager.index.lexquery import (
     QuerySyntaxError,
     QueryTooBroad,
@@ -56,7 +60,8 @@ __all__ = ["MANIFEST", "LexicalIndex", "QuerySyntaxError", "QueryTooBroad"]
 Int64s = npt.NDArray[np.int64]
 Int32s = npt.NDArray[np.int32]
 _MIN_COMPACT = 1024  # dead rows tolerated before a full compaction, whatever the live count
-_NO_POSTINGS = np.empty((0, 2), np.int32)  # shared and never written: an append replaces it
+# Postings of one term: a (2, capacity) int32 array, rows in [0] and tf in [1] (each contiguous, so a
+# search reads a term's rows without copying them out of an interleaved pair array); index.lexical_postings.
 _CHUNK = 8192  # documents added per state-lock hold, so searches interleave with a bulk load
 
 
@@ -66,16 +71,21 @@ class State:
     def __init__(self, terms: Sequence[str] = ()) -> None:
         self.vocab = Vocabulary(terms)
         self.terms, self.ids = self.vocab.terms, self.vocab.ids  # shared, grown by the vocabulary
-        self.post: list[Int32s] = [_NO_POSTINGS] * len(terms)  # per term: (row, tf) rows, grown on append
+        self.post = PostingLists(len(terms))  # per term: rows and tfs, grown on append
         # per term: postings in use, live documents, and postings of dead rows not yet dropped
         self.npost, self.df, self.dead = (np.zeros(len(terms), np.int64) for _ in range(3))
+        # per term: an upper bound of tf / norm over its postings, valid at any length scale at or
+        # above bound_scale (0: not computed yet); kept by ``index.lexical_topk``, raised on append
+        self.bound_ratio, self.bound_scale = np.zeros(len(terms)), np.zeros(len(terms))
+        self.bound_base = 0.0  # the k1 * (1 - b) the ratios were computed with
+        self.tf_columns: dict[int, npt.NDArray[np.uint8]] = {}  # common terms' tf per row (lexical_topk)
         self.row_label = np.zeros(0, np.int64)
         self.doclen = np.zeros(0, np.float64)
         self.alive = np.zeros(0, bool)
         self.tok_start = np.zeros(0, np.int64)
         self.tok = np.zeros((0, 2), np.int32)  # (term id, position) of every row's tokens
         self.nrows = self.ntok = self.total_len = self.dead_rows = 0
-        self.label_row: dict[int, int] = {}
+        self.label_row = LabelRows()  # live label -> row (4 bytes a label where labels are dense)
         self.sorted_terms: list[str] = []  # the prefix search's view of ``terms``, caught up lazily
 
     # -- writing ------------------------------------------------------------------------------
@@ -83,11 +93,18 @@ class State:
     def ingest(self, tokenizer: Tokenizer, raws: Sequence[list[str]]) -> tuple[Int64s, Int32s, Int32s]:
         encoded = self.vocab.encode(tokenizer, raws)
         if len(self.vocab.terms) > len(self.post):
-            self.post.extend([_NO_POSTINGS] * (len(self.vocab.terms) - len(self.post)))
+            self.post.extend(len(self.vocab.terms) - len(self.post))
             self.npost, self.df, self.dead = (grow(a, len(self.post)) for a in (self.npost, self.df, self.dead))
+            self.bound_ratio, self.bound_scale = (grow(a, len(self.post)) for a in (self.bound_ratio, self.bound_scale))
         return encoded
 
     def append(self, labels: Sequence[int], counts: Int64s, tok_term: Int32s, tok_pos: Int32s) -> None:
+        base = self.nrows
+        self._rows(labels, counts, tok_term, tok_pos)
+        self._post(np.repeat(np.arange(base, self.nrows, dtype=np.int64), counts), tok_term)
+
+    def _rows(self, labels: Sequence[int], counts: Int64s, tok_term: Int32s, tok_pos: Int32s) -> None:
+        """New rows for ``labels`` and their tokens (postings are the caller's)."""
         n, base, tbase = len(labels), self.nrows, self.ntok
         for name in ("row_label", "doclen", "alive", "tok_start"):
             setattr(self, name, grow(getattr(self, name), base + n))
@@ -100,8 +117,7 @@ class State:
         self.tok[tbase : tbase + len(tok_term), 1] = tok_pos
         self.nrows, self.ntok = base + n, tbase + len(tok_term)
         self.total_len += int(counts.sum())
-        self.label_row.update(zip(labels, range(base, base + n), strict=True))
-        self._post(np.repeat(np.arange(base, base + n, dtype=np.int64), counts), tok_term)
+        self.label_row.set_many(np.asarray(labels, dtype=np.int64), np.arange(base, base + n))
 
     def _post(self, rows: Int64s, tok_term: Int32s) -> None:
         if not len(rows):
@@ -112,20 +128,21 @@ class State:
         cuts = np.flatnonzero(np.diff(tids)) + 1
         starts, ends = np.concatenate(([0], cuts)), np.concatenate((cuts, [len(tids)]))
         np.add.at(self.df, tids[starts], ends - starts)
-        block = np.empty((len(keys), 2), np.int32)
-        block[:, 0], block[:, 1] = rows, tf
+        on_postings(self, tids, rows, tf)
+        block = np.empty((2, len(keys)), np.int32)
+        block[0], block[1] = rows, tf
         post, npost = self.post, self.npost
         for t, s, e in zip(tids[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
             buf, have = post[t], int(npost[t])
             if not have:  # a term new to the index (all of them when loading): a view, no copy
-                post[t] = block[s:e]  # exactly full, so the term's next append copies it out
+                post[t] = block[:, s:e]  # exactly full, so the term's next append copies it out
                 npost[t] = e - s
                 continue
-            if have + e - s > len(buf):
-                grown = np.empty((max(have + e - s, 2 * len(buf), 2), 2), np.int32)
-                grown[:have] = buf[:have]
+            if have + e - s > buf.shape[1]:
+                grown = np.empty((2, max(have + e - s, 2 * buf.shape[1], 2)), np.int32)
+                grown[:, :have] = buf[:, :have]
                 post[t] = buf = grown
-            buf[have : have + e - s] = block[s:e]
+            buf[:, have : have + e - s] = block[:, s:e]
             npost[t] = have + e - s
 
     def remove(self, labels: Iterable[int]) -> None:
@@ -143,9 +160,9 @@ class State:
         self.dead_rows += len(rows)
         touched = np.unique(tids)
         for t in touched[2 * self.dead[touched] >= self.npost[touched]].tolist():
-            buf = self.post[t][: self.npost[t]]
-            self.post[t] = buf[self.alive[buf[:, 0]]]  # exact size: a term that lost most documents shrinks
-            self.npost[t], self.dead[t] = len(self.post[t]), 0
+            buf = self.post[t][:, : self.npost[t]]
+            self.post[t] = buf[:, self.alive[buf[0]]]  # exact size: a term that lost most documents shrinks
+            self.npost[t], self.dead[t] = self.post[t].shape[1], 0
 
     def needs_compaction(self) -> bool:
         return self.dead_rows > max(_MIN_COMPACT, len(self.label_row))
@@ -158,18 +175,29 @@ class State:
         live = np.flatnonzero(self.df[: len(self.terms)] > 0)
         remap = np.full(len(self.terms), -1, np.int32)
         remap[live] = np.arange(len(live), dtype=np.int32)
+        row_map = np.full(self.nrows, -1, np.int32)
+        row_map[rows] = np.arange(len(rows), dtype=np.int32)
+        ptr, post = to_csr(self.post, self.npost, live, row_map)
         return Docs(
             self.row_label[rows].copy(),
             counts,
             remap[tok[:, 0]],
             tok[:, 1].copy(),
             [self.terms[t] for t in live.tolist()],
+            ptr,
+            post,
         )
 
     @classmethod
     def build(cls, docs: Docs) -> State:
         state = cls(docs.terms)
-        state.append(docs.labels.tolist(), docs.counts, docs.tok_term, docs.tok_pos)
+        if docs.post_ptr is None or docs.post is None:  # a save without postings: index the tokens
+            state.append(docs.labels.tolist(), docs.counts, docs.tok_term, docs.tok_pos)
+            return state
+        state._rows(docs.labels.tolist(), docs.counts, docs.tok_term, docs.tok_pos)
+        state.post = PostingLists(len(docs.terms), docs.post_ptr, docs.post)
+        state.npost = np.diff(docs.post_ptr)
+        state.df = state.npost.copy()  # a save holds live documents only
         return state
 
     # -- reading ------------------------------------------------------------------------------
@@ -179,14 +207,14 @@ class State:
         ids = [t for t in dict.fromkeys(self.ids.get(x, -1) for x in terms) if t >= 0 and self.df[t] > 0]
         if not ids:
             return np.zeros(self.nrows)
-        postings = [self.post[t][:n] for t, n in zip(ids, self.npost[ids].tolist(), strict=True)]
+        postings = [self.post[t][:, :n].T for t, n in zip(ids, self.npost[ids].tolist(), strict=True)]
         return bm25(postings, self.df[ids], len(self.label_row), self.total_len, self.doclen[: self.nrows], k1, b)
 
     def rows_with(self, term: str) -> Int64s:
         tid = self.ids.get(term)
         if tid is None:
             return np.empty(0, np.int64)
-        rows = self.post[tid][: self.npost[tid], 0].astype(np.int64)
+        rows = self.post[tid][0, : self.npost[tid]].astype(np.int64)
         return rows[self.alive[rows]]
 
     def all_rows(self) -> Int64s:
@@ -242,8 +270,7 @@ class LexicalIndex:
 
     def labels(self) -> LabelArray:
         with self._lock:
-            keys = self._state.label_row.keys()
-            return np.sort(np.fromiter(keys, np.int64, len(keys)))
+            return self._state.label_row.labels()
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -306,25 +333,16 @@ class LexicalIndex:
     ) -> tuple[list[tuple[int, float]], dict[int, float]]:
         """``search`` plus the BM25 of the documents in ``also`` (0 when absent or unmatched).
 
-        Fusion needs every candidate's score from every lane, not just each lane's top k; the
-        scores of all rows come out of one pass, so the extra look-ups are free.
+        Fusion needs every candidate's score from every lane, not just each lane's top k. The top
+        k comes from exact MaxScore pruning (``index.lexical_topk``): the same list as scoring
+        every row, without a pass over every row.
         """
         terms = self.tokenizer.terms(query)
         wanted = [int(x) for x in also]
         if not terms:
             return [], dict.fromkeys(wanted, 0.0)
         with self._lock:
-            state = self._state
-            scores = state.scores(terms, self.k1, self.b)
-            rows = np.flatnonzero(scores > 0)
-            if state.dead_rows:
-                rows = rows[state.alive[rows]]
-            top = ranked(state.row_label, rows, scores, k) if k > 0 else []
-            extra = {}
-            for label in wanted:
-                row = state.label_row.get(label)
-                extra[label] = float(scores[row]) if row is not None else 0.0
-            return top, extra
+            return top_scored(self._state, terms, k, wanted, self.k1, self.b)
 
     def match(self, query: str, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
         """Every document matching explicit-recall syntax, ranked by BM25 of its positive terms.

@@ -1,10 +1,18 @@
 """The manifest of a saved index, and the crash-safe file handling around it.
 
 A saved index is a directory holding content-addressed data files (``<prefix>-<sha256[:16]><suffix>``)
-and ``manifest.json``, which names them with their sha256 and size. Data files are written to a temp
-file, fsynced and renamed first; the manifest is written last, the same way. A crash at any point
-therefore leaves the previous manifest pointing at the previous (still present) files, and a reader
-never needs to trust bytes it has not hashed. Files no manifest refers to are removed after each save.
+and ``manifest.json``, which names them with their sha256, size and the CRC-32 of each 64 MiB chunk.
+Data files are written to a temp file, fsynced and renamed first; the manifest is written last, the
+same way. A crash at any point therefore leaves the previous manifest pointing at the previous (still
+present) files, and a reader never needs to trust bytes it has not checked. Files no manifest refers
+to are removed after each save.
+
+Opening checks the chunk CRCs (two chunks at a time: file reads and ``zlib.crc32`` release the GIL,
+and CRC-32 runs at ~7 GB/s where sha256 runs at ~1 GB/s; at a million 384-d vectors the two files
+are 3.2 GB). What the check is for is damage (truncation, torn writes, bit rot), which CRC-32 detects
+(every burst up to 32 bits, anything else but 1 in 2^32); it is no defence against someone who can
+write the index directory, and neither was sha256 next to its manifest. A manifest written before
+the CRCs existed is checked by its sha256.
 
 One directory holds one index and has one writer at a time.
 """
@@ -13,10 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
+import mmap
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,6 +44,7 @@ from mempager.types import FloatMatrix, LabelArray
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 _CHUNK = 1 << 20
+CRC_CHUNK = 64 << 20  # bytes per CRC-32 in a manifest entry
 BoolArray = npt.NDArray[np.bool_]
 ByteArray = npt.NDArray[np.uint8]
 
@@ -41,6 +54,7 @@ class FileEntry:
     name: str  # a plain file name inside the index directory
     sha256: str
     size: int
+    crc32: tuple[int, ...] = ()  # of each CRC_CHUNK bytes, in order (empty: check the sha256)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +85,7 @@ class Manifest:
             "rows": self.rows,
             "deleted": self.deleted,
             "max_label": self.max_label,
-            "files": {k: {"name": f.name, "sha256": f.sha256, "size": f.size} for k, f in self.files.items()},
+            "files": {k: _entry_json(f) for k, f in self.files.items()},
             "meta": dict(self.meta),
             "written_at": self.written_at or datetime.now(timezone.utc).isoformat(),
         }
@@ -79,6 +93,13 @@ class Manifest:
             return json.dumps(body, indent=1, sort_keys=True, allow_nan=False).encode()
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"index meta must be plain JSON (str/int/float/bool/None/list/dict): {exc}") from exc
+
+
+def _entry_json(entry: FileEntry) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": entry.name, "sha256": entry.sha256, "size": entry.size}
+    if entry.crc32:
+        out["crc32"] = list(entry.crc32)
+    return out
 
 
 def normalise_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -167,7 +188,19 @@ def _file_entry(value: Any) -> FileEntry:
         raise ValueError(f"file name {name!r} is not a plain file name")
     if not isinstance(digest, str) or len(digest) != 64:
         raise ValueError(f"sha256 {digest!r} of {name} is not a hex digest")
-    return FileEntry(name=name, sha256=digest, size=_int(value, "size"))
+    size = _int(value, "size")
+    crcs = value.get("crc32", [])
+    if not isinstance(crcs, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 1 << 32 for c in crcs
+    ):
+        raise ValueError(f"crc32 of {name} is not a list of 32-bit integers")
+    if crcs and len(crcs) != _chunks(size):
+        raise ValueError(f"{name} has {len(crcs)} CRCs for {_chunks(size)} chunks of its {size} bytes")
+    return FileEntry(name=name, sha256=digest, size=size, crc32=tuple(crcs))
+
+
+def _chunks(size: int) -> int:
+    return max(1, -(-size // CRC_CHUNK))
 
 
 def read_verified(directory: Path, entry: FileEntry) -> ByteArray:
@@ -185,8 +218,11 @@ def read_verified(directory: Path, entry: FileEntry) -> ByteArray:
             got = fh.readinto(data.data)
     except OSError as exc:
         raise IndexStale(f"cannot read {path} ({exc}); rebuild the index from the store") from exc
-    digest = hashlib.sha256(data.data).hexdigest()
-    if got != entry.size or digest != entry.sha256:
+    if entry.crc32:
+        intact = got == entry.size and _crcs(memoryview(data.data)) == entry.crc32
+    else:
+        intact = got == entry.size and hashlib.sha256(data.data).hexdigest() == entry.sha256
+    if not intact:
         raise IndexStale(
             f"{path} does not match its checksum in the manifest (corrupt); rebuild the index from the store"
         )
@@ -199,7 +235,12 @@ def verify_file(directory: Path, entry: FileEntry) -> Path:
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
-            digest = _sha256(fh) if size == entry.size else ""
+            if size != entry.size:
+                intact = False
+            elif entry.crc32:
+                intact = _file_crcs(fh.fileno(), size) == entry.crc32
+            else:
+                intact = _sha256(fh) == entry.sha256
     except OSError as exc:
         raise IndexStale(f"cannot read {path} ({exc}); rebuild the index from the store") from exc
     if size != entry.size:
@@ -207,11 +248,39 @@ def verify_file(directory: Path, entry: FileEntry) -> Path:
             f"{path} has {size} bytes, the manifest says {entry.size} (truncated or replaced); "
             "rebuild the index from the store"
         )
-    if digest != entry.sha256:
+    if not intact:
         raise IndexStale(
             f"{path} does not match its checksum in the manifest (corrupt); rebuild the index from the store"
         )
     return path
+
+
+def _crcs(data: memoryview) -> tuple[int, ...]:
+    return tuple(zlib.crc32(data[lo : lo + CRC_CHUNK]) for lo in range(0, max(len(data), 1), CRC_CHUNK))
+
+
+def _file_crcs(fd: int, size: int) -> tuple[int, ...]:
+    """The chunk CRCs of an open file, two chunks at a time (``zlib.crc32`` releases the GIL).
+
+    The file is mapped, not read into buffers: the CRC reads the page cache in place (7 GB/s,
+    against ~1.5 GB/s through a copy), and each chunk's pages leave this process once checked."""
+    if size == 0:
+        return (zlib.crc32(b""),)
+    with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
+        mapped.madvise(mmap.MADV_SEQUENTIAL)
+        view = memoryview(mapped)
+
+        def chunk(lo: int) -> int:
+            length = min(CRC_CHUNK, size - lo)
+            crc = zlib.crc32(view[lo : lo + length])
+            mapped.madvise(mmap.MADV_DONTNEED, lo, length)
+            return crc
+
+        try:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="mempager-crc") as pool:
+                return tuple(pool.map(chunk, range(0, size, CRC_CHUNK)))
+        finally:
+            view.release()
 
 
 def _sha256(fh: Any) -> str:
@@ -255,11 +324,14 @@ def write_content_file(directory: Path, prefix: str, suffix: str, write: Callabl
         write(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())  # Linux flushes a file's dirty pages through any descriptor
-            digest = _sha256(fh)
             size = os.fstat(fh.fileno()).st_size
+            with ThreadPoolExecutor(max_workers=1) as pool:  # the two passes side by side
+                crcs = pool.submit(_file_crcs, fh.fileno(), size)
+                digest = _sha256(fh)
+                chunk_crcs = crcs.result()
         name = f"{prefix}-{digest[:16]}{suffix}"
         os.replace(tmp, directory / name)
-    return FileEntry(name=name, sha256=digest, size=size)
+    return FileEntry(name=name, sha256=digest, size=size, crc32=chunk_crcs)
 
 
 def write_manifest(directory: Path, manifest: Manifest) -> None:
@@ -289,9 +361,12 @@ def remove_unreferenced(directory: Path, manifest: Manifest, prefixes: tuple[str
 # labels int64[rows], vectors float32[rows, dim], live uint8[rows].
 
 
-def write_rows(path: Path, labels: LabelArray, vectors: FloatMatrix, live: BoolArray) -> None:
+def write_rows(path: Path, labels: LabelArray, vectors: Iterable[FloatMatrix], live: BoolArray) -> None:
+    """``vectors``: the rows' vectors in order, in as many blocks as the caller likes (a large
+    index streams them from its file rather than gather them all in memory)."""
+    parts: Iterator[npt.NDArray[Any]] = itertools.chain([labels], vectors, [live])
     with open(path, "wb") as fh:
-        for part in (labels, vectors, live):
+        for part in parts:
             fh.write(np.ascontiguousarray(part.astype(part.dtype.newbyteorder("<"), copy=False)).data)
 
 
@@ -306,20 +381,44 @@ def read_rows(data: ByteArray, manifest: Manifest) -> tuple[LabelArray, FloatMat
     # Views of the verified buffer: no copy, and writable, so remove() can zero rows in place.
     labels = data[: 8 * n].view("<i8").astype(np.int64, copy=False)
     vectors = data[8 * n : (8 + 4 * dim) * n].view("<f4").reshape(n, dim)
-    flags = data[(8 + 4 * dim) * n :]
+    live = _checked(labels, data[(8 + 4 * dim) * n :], manifest)
+    return labels, vectors.astype(np.float32, copy=False), live
+
+
+def read_labels(path: Path, manifest: Manifest) -> tuple[LabelArray, BoolArray]:
+    """The labels and live flags of a verified vectors file, without reading its vectors."""
+    n, dim = manifest.rows, manifest.dim
+    labels = np.empty(n, "<i8")
+    flags = np.empty(n, np.uint8)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            got = os.preadv(fd, [labels.data], 0), os.preadv(fd, [flags.data], (8 + 4 * dim) * n)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise IndexStale(f"cannot read {path} ({exc}); rebuild the index from the store") from exc
+    if got != (8 * n, n):
+        raise IndexStale(f"{path} is shorter than its {n} rows; rebuild the index from the store")
+    return labels.astype(np.int64, copy=False), _checked(labels, flags, manifest)
+
+
+def _checked(labels: LabelArray, flags: ByteArray, manifest: Manifest) -> BoolArray:
+    """The live flags as booleans, after checking them and the labels against the manifest."""
+    n = manifest.rows
     if flags.size and int(flags.max()) > 1:
         raise IndexStale("saved live flags are not 0/1; rebuild the index from the store")
     live = flags.view(np.bool_)
-    live_labels = labels[live]
+    live_labels = np.sort(labels[live])  # sorted: duplicates sit side by side (np.unique hashes, slowly)
     problems = []
     if live_labels.size != manifest.count or n - live_labels.size != manifest.deleted:
         problems.append(
             f"{live_labels.size} live of {n} rows, manifest says {manifest.count} live, {manifest.deleted} deleted"
         )
-    if np.unique(live_labels).size != live_labels.size:
+    if live_labels.size and bool((live_labels[1:] == live_labels[:-1]).any()):
         problems.append("a label is live in two rows")
-    if (int(live_labels.max()) if live_labels.size else None) != manifest.max_label:
+    if (int(live_labels[-1]) if live_labels.size else None) != manifest.max_label:
         problems.append(f"max label differs from the manifest's {manifest.max_label}")
     if problems:
         raise IndexStale(f"saved vectors are inconsistent ({'; '.join(problems)}); rebuild the index")
-    return labels, vectors.astype(np.float32, copy=False), live
+    return live

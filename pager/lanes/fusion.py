@@ -11,21 +11,38 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
+from mempager.lanes.fused import UNEMBEDDED, Fused, FusedOrder, fuse_order
 from mempager.patterns import PatternSpec
 from mempager.tokens import truncate_tokens
-from mempager.types import LaneHit, Memory, MemoryType, Snippet
+from mempager.types import LaneHit, Memory, MemoryType, Snippet, Source
+
+__all__ = ["UNEMBEDDED", "Cut", "Fused", "FusedOrder", "Packer", "Shown", "fuse", "fuse_order", "fuse_scores", "pack"]
 
 # Below this many free tokens a truncated snippet is more noise than signal.
 MIN_TRUNCATED_TOKENS = 32
 
 
-@dataclass(frozen=True, slots=True)
-class Fused:
-    label: int
-    score: float
-    hits: Mapping[str, LaneHit]  # the lanes whose top list held this memory
-    completed: Mapping[str, float] = field(default_factory=dict)  # raw scores looked up for the rest
+class Shown(Protocol):
+    """What packing reads of a memory: a ``Memory``, or the mirror's lighter row (``lanes.rows``)."""
+
+    @property
+    def label(self) -> int: ...
+    @property
+    def uri(self) -> str: ...
+    @property
+    def type(self) -> MemoryType: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def source(self) -> Source: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def superseded_by(self) -> str | None: ...
+    @property
+    def valid_until(self) -> datetime | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +71,6 @@ def fuse(lanes: Mapping[str, Sequence[tuple[int, float]]], weights: Mapping[str,
     return [Fused(label=lab, score=scores[lab], hits=hits[lab]) for lab in order]
 
 
-# A key of ``completions`` (not a lane): the candidates the semantic lane has no vector for yet.
-UNEMBEDDED = "unembedded"
-
-
 def fuse_scores(
     lanes: Mapping[str, Sequence[tuple[int, float]]],
     completions: Mapping[str, Mapping[int, float]],
@@ -77,53 +90,16 @@ def fuse_scores(
     answers for the others, its semantic share is taken to equal its normalised lexical score, so
     an exact lexical match is not outranked by near matches only because they were embedded first.
     """
-    hits: dict[int, dict[str, LaneHit]] = {}
-    raw: dict[str, dict[int, float]] = {}
-    for lane in sorted(lanes):
-        values = dict(completions.get(lane, {}))
-        for rank, (label, score) in enumerate(lanes[lane], start=1):
-            found = hits.get(label)
-            if found is None:
-                found = hits[label] = {}
-            if lane not in found:  # a lane that reports a label twice counts it at its best rank
-                found[lane] = LaneHit(lane=lane, rank=rank, score=float(score))
-                values[label] = float(score)
-        raw[lane] = values
-    totals = dict.fromkeys(hits, 0.0)
-    for lane, values in raw.items():
-        weight = weights.get(lane, 0.0)
-        floor, span = (
-            (semantic_floor, 1.0 - semantic_floor) if lane == "semantic" else (0.0, max(values.values(), default=0.0))
-        )
-        if weight <= 0 or span <= 0:
-            continue
-        factor = weight / span
-        for label, value in values.items():
-            if value > floor and label in totals:
-                totals[label] += (value - floor) * factor
-    unembedded = completions.get(UNEMBEDDED, {})
-    lexical = raw.get("lexical", {})
-    best_lexical = max(lexical.values(), default=0.0)
-    if unembedded and "semantic" in lanes and best_lexical > 0 and weights.get("semantic", 0.0) > 0:
-        share = weights["semantic"] / best_lexical
-        for label in unembedded:
-            if label in totals and lexical.get(label, 0.0) > 0:
-                totals[label] += lexical[label] * share
-    fused = []
-    for label, found in hits.items():
-        extra = {lane: values[label] for lane, values in raw.items() if lane not in found and label in values}
-        fused.append(Fused(label=label, score=totals[label], hits=found, completed=extra))
-    fused.sort(key=lambda f: (-f.score, f.label))
-    return fused
+    return list(fuse_order(lanes, completions, weights, semantic_floor))
 
 
-def display_text(memory: Memory) -> str:
+def display_text(memory: Shown) -> str:
     if memory.type is MemoryType.PATTERN:
         return PatternSpec.decode(memory.text).render()
     return memory.text
 
 
-def is_current(memory: Memory, now: datetime) -> bool:
+def is_current(memory: Shown, now: datetime) -> bool:
     return memory.superseded_by is None and (memory.valid_until is None or memory.valid_until > now)
 
 
@@ -139,13 +115,13 @@ class Packer:
         k: int,
         budget: int,
         estimate: Callable[[str], int],
-        cost: Callable[[Memory, str, bool], int] | None = None,
+        cost: Callable[[Shown, str, bool], int] | None = None,
         *,
         floor: int = 4,
         explain: bool = True,
     ) -> None:
         self.k, self.budget, self.estimate = k, budget, estimate
-        self.cost: Callable[[Memory, str, bool], int] = cost or (lambda memory, text, truncated: estimate(text))
+        self.cost: Callable[[Shown, str, bool], int] = cost or (lambda memory, text, truncated: estimate(text))
         self.floor = floor  # no snippet costs less: below this much room nothing fits any more
         self.explain = explain  # record what was cut (a report needs it; a plain page fault does not)
         self.snippets: list[Snippet] = []
@@ -156,11 +132,11 @@ class Packer:
     def full(self) -> bool:
         return len(self.snippets) >= self.k or self.budget - self.used < self.floor
 
-    def _cut(self, memory: Memory, reason: str, detail: str, fused: Fused) -> None:
+    def _cut(self, memory: Shown, reason: str, detail: str, fused: Fused) -> None:
         if self.explain:
             self.cuts.append(Cut(memory.uri, reason, detail, fused.hits))
 
-    def offer(self, memory: Memory, fused: Fused) -> None:
+    def offer(self, memory: Shown, fused: Fused) -> None:
         text = display_text(memory)
         if len(self.snippets) >= self.k:
             self._cut(memory, "top_k", f"already {self.k} snippets", fused)
@@ -193,7 +169,7 @@ class Packer:
             )
         )
 
-    def _truncate(self, memory: Memory, text: str, room: int) -> str:
+    def _truncate(self, memory: Shown, text: str, room: int) -> str:
         """The longest cut of ``text`` whose rendered line fits ``room``; "" when too little fits."""
         limit = room - self.cost(memory, "", True)
         while limit >= MIN_TRUNCATED_TOKENS:

@@ -7,11 +7,15 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
+
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound, PagerError
 from mempager.fence import render_line
 from mempager.lanes.filters import ANYTHING, DEPTH_FACTOR, Where, where_of
-from mempager.lanes.fusion import UNEMBEDDED, Cut, Fused, Packer, fuse, fuse_scores, is_current
+from mempager.lanes.fusion import UNEMBEDDED, Cut, Fused, FusedOrder, Packer, Shown, fuse, fuse_order, is_current
+from mempager.lanes.lines import line
+from mempager.lanes.rows import hydrator
 from mempager.lanes.salience import SalienceBreakdown, params_from_config, salience_score
 from mempager.protocols import LexicalLaneLike, SemanticLaneLike, Store
 from mempager.types import Memory, MemoryType, Snippet, Source
@@ -50,6 +54,8 @@ class Retriever:
         self.semantic = semantic
         self.lexical = lexical
         self._line_costs: dict[tuple[Any, ...], int] = {}
+        self._floors: dict[Callable[[str], int], int] = {}  # token estimator -> the cheapest line's cost
+        self._hydrate = hydrator(store, actor)
 
     def retrieve(
         self, query: str, k: int | None = None, *, budget: int | None = None, where: Where = ANYTHING
@@ -103,10 +109,11 @@ class Retriever:
             completions[UNEMBEDDED] = dict.fromkeys(sorted(others & unembedded), 0.0)
         return lanes, completions
 
-    def fuse(self, lanes: dict[str, list[tuple[int, float]]], completions: dict[str, dict[int, float]]) -> list[Fused]:
+    def fuse(self, lanes: dict[str, list[tuple[int, float]]], completions: dict[str, dict[int, float]]) -> FusedOrder:
+        """Every candidate, best first (a ``Sequence[Fused]`` whose records are built when read)."""
         if self.config.fusion == "rrf":
-            return fuse(lanes, self.config.lane_weights, self.config.rrf_k)
-        return fuse_scores(lanes, completions, self.config.lane_weights, self.config.semantic_floor)
+            return FusedOrder.of(fuse(lanes, self.config.lane_weights, self.config.rrf_k))
+        return fuse_order(lanes, completions, self.config.lane_weights, self.config.semantic_floor)
 
     def depth(self, k: int, budget: int) -> int:
         """How deep each lane must look to fill ``k`` snippets or ``budget`` tokens."""
@@ -139,8 +146,10 @@ class Retriever:
         lanes, completions = self.rank(query, depth)
         fused = self.fuse(lanes, completions)
         if where:  # the filter is not a cut: what it drops was never asked for
-            held = self.store.get_many(self.actor, [f.label for f in fused])
-            fused = [f for f in fused if f.label in held and where.matches(held[f.label])]
+            labels = fused.labels()
+            held = self.store.get_many(self.actor, labels)
+            keep = [i for i, label in enumerate(labels) if label in held and where.matches(held[label])]
+            fused = fused.reordered(np.array(keep, dtype=np.int64))
         snippets, cuts = self.select(fused, k, budget, exclude, explain, shown=shown)
         return snippets, cuts, {name: len(hits) for name, hits in lanes.items()}
 
@@ -159,106 +168,129 @@ class Retriever:
         The salience reserve holds the last places the section actually has: when the budget,
         not ``k``, decides how many snippets fit, the packing is redone with the reserve there.
         """
-        order = self._reserve_for_unembedded(fused, k)
+        ranked = FusedOrder.of(fused)
+        order = self._reserve_for_unembedded(ranked, k)
         snippets, cuts = self._pack(order, k, budget, exclude, shown, explain)
         if len(snippets) < k:
-            again = self._reserve_for_unembedded(fused, max(len(snippets), 1))
-            if [f.label for f in again] != [f.label for f in order]:
+            again = self._reserve_for_unembedded(ranked, max(len(snippets), 1))
+            if again.labels() != order.labels():
                 snippets, cuts = self._pack(again, k, budget, exclude, shown, explain)
         return snippets, cuts
 
     def _pack(
         self,
-        fused: Sequence[Fused],
+        fused: FusedOrder,
         k: int,
         budget: int,
         exclude: frozenset[str],
         shown: frozenset[str],
         explain: bool,
     ) -> tuple[list[Snippet], list[Cut]]:
-        """Candidates are hydrated in chunks, in fused order, only until the section is full."""
+        """Candidates are hydrated in chunks, in fused order, only until the section is full.
+
+        Only the fused records of candidates packed or cut are built (``FusedOrder``); candidates
+        come from the mirror's columns (``lanes.rows``) rather than as whole memories.
+        """
         now = datetime.now(timezone.utc)
-        estimate = self.config.token_estimator
-        # the cheapest line there can be (shortest time, source, type and id; no text): once less
-        # room is left, no candidate can fit and the rest need not be hydrated
-        floor = estimate(
-            render_line(
-                datetime.min,
-                min(Source, key=lambda s: len(s.value)).value,
-                make_uri(self.actor, min(MemoryType, key=lambda t: len(t.value)), "0" * 16),
-                "",
-            )
-            + "\n"
+        packer = Packer(
+            k, budget, self.config.token_estimator, cost=self._line_cost, floor=self._floor(), explain=explain
         )
-        packer = Packer(k, budget, estimate, cost=self._line_cost, floor=floor, explain=explain)
         cuts: list[Cut] = []
-        seen: dict[str, Memory] = {}
+        seen: dict[str, Shown] = {}
+        labels, scores = fused.labels(), fused.scores()
+        floored = self.config.fusion == "score"
         done, chunk = 0, k + 8
-        while done < len(fused) and not packer.full:
-            part = fused[done : done + chunk]
+        while done < len(labels) and not packer.full:
+            start = done
+            part = labels[start : start + chunk]
             done += len(part)
-            memories = self.store.get_many(self.actor, [f.label for f in part])
-            for item in part:
-                memory = memories.get(item.label)
+            memories = self._hydrate(part)
+            for i, label in enumerate(part, start):
+                memory = memories.get(label)
                 if memory is None:
-                    cuts.append(Cut(f"label:{item.label}", "missing", "index hit not in store", item.hits))
+                    cuts.append(Cut(f"label:{label}", "missing", "index hit not in store", fused[i].hits))
                 elif memory.uri in exclude:
-                    cuts.append(Cut(memory.uri, "pinned", "already in the pinned block", item.hits))
+                    cuts.append(Cut(memory.uri, "pinned", "already in the pinned block", fused[i].hits))
                 elif memory.uri in shown:
-                    cuts.append(Cut(memory.uri, "dedup", "already shown in the procedures section", item.hits))
+                    cuts.append(Cut(memory.uri, "dedup", "already shown in the procedures section", fused[i].hits))
                 elif not is_current(memory, now):
                     why = f"superseded by {memory.superseded_by}" if memory.superseded_by else "expired"
-                    cuts.append(Cut(memory.uri, "superseded", why, item.hits))
-                elif item.score <= 0 and self.config.fusion == "score":
-                    cuts.append(Cut(memory.uri, "below_threshold", "no lane scored it above its floor", item.hits))
+                    cuts.append(Cut(memory.uri, "superseded", why, fused[i].hits))
+                elif scores[i] <= 0 and floored:
+                    cuts.append(Cut(memory.uri, "below_threshold", "no lane scored it above its floor", fused[i].hits))
+                elif not explain and len(packer.snippets) >= k:
+                    continue  # the packer would only note a top_k cut, and nobody asked for cuts
                 else:
                     seen[memory.uri] = memory
-                    packer.offer(memory, item)
+                    packer.offer(memory, fused[i])
         clock = self.clock()
         cuts += [self._blame_decay(cut, seen.get(cut.uri), clock) for cut in packer.cuts]
-        if explain and done < len(fused):  # naming what ranked too low only matters in a report
+        if explain and done < len(labels):  # naming what ranked too low only matters in a report
             cuts += self._name_rest(fused[done:], len(packer.snippets) >= k, k, f"{packer.used} of {budget}")
         return packer.snippets, cuts
 
-    def _name_rest(self, rest: Sequence[Fused], k_full: bool, k: int, used: str) -> list[Cut]:
+    def _floor(self) -> int:
+        """Tokens of the cheapest line there can be (shortest time, source, type and id; no text):
+        once less room is left, no candidate can fit and the rest need not be hydrated."""
+        estimate = self.config.token_estimator
+        floor = self._floors.get(estimate)
+        if floor is None:
+            floor = self._floors[estimate] = estimate(
+                render_line(
+                    datetime.min,
+                    min(Source, key=lambda s: len(s.value)).value,
+                    make_uri(self.actor, min(MemoryType, key=lambda t: len(t.value)), "0" * 16),
+                    "",
+                )
+                + "\n"
+            )
+        return floor
+
+    def _name_rest(self, rest: FusedOrder, k_full: bool, k: int, used: str) -> list[Cut]:
         """Cuts for the candidates below a full section, named without hydrating most of them."""
         reason, detail = (
             ("top_k", f"ranked below the {k} snippets taken")
             if k_full
             else ("budget", f"section full: {used} tokens used")
         )
-        uris = self.store.uris(self.actor, [f.label for f in rest])
-        lonely = self.store.get_many(self.actor, [f.label for f in rest if set(f.hits) == {"salience"}])
+        labels, scores = rest.labels(), rest.scores()
+        uris = self.store.uris(self.actor, labels)
+        alone = rest.only_hit_by("salience").tolist()  # only these can be blamed on decay
+        lonely = self.store.get_many(self.actor, [label for label, only in zip(labels, alone, strict=True) if only])
+        floored = self.config.fusion == "score"
         clock, out = self.clock(), []
-        for f in rest:
-            if f.label not in uris:
-                out.append(Cut(f"label:{f.label}", "missing", "index hit not in store", f.hits))
-            elif f.score <= 0 and self.config.fusion == "score":
-                out.append(Cut(uris[f.label], "below_threshold", "no lane scored it above its floor", f.hits))
+        for label, score, f, only in zip(labels, scores, rest.records(), alone, strict=True):
+            uri = uris.get(label)
+            if uri is None:
+                out.append(Cut(f"label:{label}", "missing", "index hit not in store", f.hits))
+            elif score <= 0 and floored:
+                out.append(Cut(uri, "below_threshold", "no lane scored it above its floor", f.hits))
+            elif only:
+                out.append(self._blame_decay(Cut(uri, reason, detail, f.hits), lonely.get(label), clock))
             else:
-                out.append(self._blame_decay(Cut(uris[f.label], reason, detail, f.hits), lonely.get(f.label), clock))
+                out.append(Cut(uri, reason, detail, f.hits))
         return out
 
-    def _line_cost(self, memory: Memory, text: str, truncated: bool) -> int:
+    def _line_cost(self, memory: Shown, text: str, truncated: bool) -> int:
         """Tokens of ``memory``'s rendered page line, its line break included.
 
-        Rendering neutralises the text character by character, which would dominate a page
-        fault; a whole line's cost is kept per memory version (a bounded map of ints: no text).
+        A line is a function of its time, source, uri and text; its cost is kept per such key (a
+        bounded map of ints). ``lines.line`` skips neutralising text that needs none.
         """
         estimate = self.config.token_estimator
-        key = (memory.label, memory.updated_at, memory.created_at, memory.source, memory.content_hash, estimate)
-        cache = self._line_costs
-        if len(cache) >= LINE_COST_CACHE:
-            cache = self._line_costs = {}
-        cost = cache.get(key) if not truncated else None
+        if truncated:
+            return estimate(line(memory.created_at, memory.source.value, memory.uri, text, True) + "\n")
+        key = (memory.uri, text, memory.source, memory.created_at, estimate)
+        cost = self._line_costs.get(key)
         if cost is None:
-            line = render_line(memory.created_at, memory.source.value, memory.uri, text, truncated)
-            cost = estimate(line + "\n")
-            if not truncated:
-                cache[key] = cost
+            if len(self._line_costs) >= LINE_COST_CACHE:
+                self._line_costs = {}
+            cost = self._line_costs[key] = estimate(
+                line(memory.created_at, memory.source.value, memory.uri, text) + "\n"
+            )
         return cost
 
-    def _reserve_for_unembedded(self, fused: Sequence[Fused], places: int) -> list[Fused]:
+    def _reserve_for_unembedded(self, fused: FusedOrder, places: int) -> FusedOrder:
         """Move the best salience finds up to the last ``salience_reserve`` of the first ``places``.
 
         The salience lane only ranks what the semantic lane cannot see yet (in the default mode):
@@ -267,14 +299,21 @@ class Retriever:
         score, none is at a disadvantage, and fusion alone orders them.
         """
         reserve = min(self.config.salience_reserve, places)
-        if not reserve or not any("semantic" in f.hits for f in fused):
-            return list(fused)
-        head = list(fused[: places - reserve])
-        fresh = [f for f in fused[places - reserve :] if "salience" in f.hits][:reserve]
-        chosen = {f.label for f in head} | {f.label for f in fresh}
-        return head + fresh + [f for f in fused[places - reserve :] if f.label not in chosen]
+        if not reserve or not fused.hit_by("semantic").any():
+            return fused
+        cut = max(places - reserve, 0)
+        salient = np.flatnonzero(fused.hit_by("salience"))
+        fresh = salient[salient >= cut][:reserve]
+        if not len(fresh):
+            return fused
+        labels = fused.label_array()
+        head = np.arange(min(cut, len(fused)), dtype=np.int64)
+        tail = np.arange(cut, len(fused), dtype=np.int64)
+        chosen = np.concatenate([labels[head], labels[fresh]])
+        rest = tail[~np.isin(labels[tail], chosen)]
+        return fused.reordered(np.concatenate([head, fresh, rest]))
 
-    def _blame_decay(self, cut: Cut, memory: Memory | None, now: datetime) -> Cut:
+    def _blame_decay(self, cut: Cut, memory: Shown | None, now: datetime) -> Cut:
         """A memory only the salience lane found, cut for room while decay had shrunk it: say so."""
         if memory is None or set(cut.lanes) != {"salience"} or cut.reason not in ("top_k", "budget"):
             return cut

@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput
-from mempager.fence import neutralize
 from mempager.lanes.filters import ANYTHING, Where
 from mempager.lanes.fusion import Cut, is_current
+from mempager.lanes.lines import neutral
 from mempager.lanes.retrieval import Retriever
 from mempager.paging.page import (
     AVOID_HEADER,
@@ -133,7 +133,7 @@ class PageAssembler:
             ):
                 full.append(pattern)
             elif len(menu) < self.config.menu_max_patterns and fits(
-                MENU_HEADER, bool(menu), neutralize(pattern.menu_line())
+                MENU_HEADER, bool(menu), neutral(pattern.menu_line())
             ):
                 menu.append(pattern)
         avoid: list[Pattern] = []

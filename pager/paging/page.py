@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mempager.fence import FENCE_CLOSE, FENCE_OPEN, neutralize, render_snippet
+from mempager.fence import FENCE_CLOSE, FENCE_OPEN
+from mempager.fence import render_snippet as render_snippet  # re-exported: callers import it from here
 from mempager.lanes.fusion import Cut
+from mempager.lanes.lines import neutral, snippet_line
 from mempager.lanes.salience import SalienceBreakdown
 from mempager.paging.pinned import PinnedBlock
 from mempager.patterns import Pattern
@@ -131,14 +133,14 @@ class Page:
             parts.extend(render_pattern(p) for p in self.patterns)
         if self.menu:
             parts.append(MENU_HEADER)
-            parts.extend(neutralize(p.menu_line()) for p in self.menu)
+            parts.extend(neutral(p.menu_line()) for p in self.menu)
         if self.avoid:
             parts.append(AVOID_HEADER)
             parts.extend(avoid_line(p) for p in self.avoid)
         if self.snippets:
             parts.append(MEMORY_HEADER)
             parts.append(FENCE_OPEN)
-            parts.extend(render_snippet(s) for s in self.snippets)
+            parts.extend(snippet_line(s) for s in self.snippets)
             parts.append(FENCE_CLOSE)
         return "\n".join(parts)
 
@@ -147,10 +149,10 @@ class Page:
 
 
 def avoid_line(pattern: Pattern) -> str:
-    return f"- {neutralize(pattern.label)}"
+    return f"- {neutral(pattern.label)}"
 
 
 def render_pattern(pattern: Pattern) -> str:
     """A learned procedure, every line of it neutralised and indented under its title."""
     lines = pattern.spec.render().split("\n")
-    return "\n".join([neutralize(lines[0]), *("  " + neutralize(line) for line in lines[1:])])
+    return "\n".join([neutral(lines[0]), *("  " + neutral(line) for line in lines[1:])])

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from mempager.fence import neutralize
 from mempager.lanes.fusion import is_current
+from mempager.lanes.lines import neutral
 from mempager.tokens import truncate_tokens
 from mempager.types import Memory, MemoryType
 from mempager.validate import normalize
@@ -64,7 +64,7 @@ def build_pinned(
     budget: int,
     estimate: Callable[[str], int],
 ) -> PinnedBlock:
-    goal_text = truncate_tokens(neutralize(goal), max(1, budget // 2)) if goal and goal.strip() else ""
+    goal_text = truncate_tokens(neutral(goal), max(1, budget // 2)) if goal and goal.strip() else ""
     goal_part = f"{HEADERS['goal']}\n{goal_text}" if goal_text else ""
     remaining = budget - (estimate(goal_part) + 1 if goal_part else 0)
     sections: list[tuple[str, list[Memory]]] = [
@@ -97,7 +97,7 @@ def _fill(
         header = HEADERS[name]
         lines: list[str] = []
         for memory in memories:
-            safe = neutralize(memory.text)
+            safe = neutral(memory.text)
             line = safe if name == "identity" else f"- {safe}"
             if estimate("\n".join([header, *lines, line])) + 1 > remaining:
                 omitted.append(memory.uri)

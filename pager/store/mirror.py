@@ -8,23 +8,25 @@ change here, and on any doubt it drops the table and reloads it from the file.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from mempager.errors import StoreError
+from mempager.index.labelmap import LabelRows
 from mempager.protocols import SalienceParams
 from mempager.types import Memory, MemoryType, Scope, Source
 from mempager.validate import make_uri
 
 TYPES = list(MemoryType)
 TYPE_CODE = {t: i for i, t in enumerate(TYPES)}
-TYPE_CODE_BY_VALUE = {t.value: i for i, t in enumerate(TYPES)}
-SOURCE_BY_VALUE = {s.value: s for s in Source}
-SCOPE_BY_VALUE = {s.value: s for s in Scope}
+SOURCES = np.array(list(Source), dtype=object)  # a code -> its enum member, for whole columns at once
+SCOPES = np.array(list(Scope), dtype=object)
 _NUMERIC = {
     "created": np.float64,
     "updated": np.float64,
@@ -39,6 +41,7 @@ _NUMERIC = {
     "superseded": np.bool_,
 }
 _OBJECT = ("id", "text", "source", "scope", "tags", "metadata", "content_hash", "superseded_by")
+T = TypeVar("T")
 
 
 def epoch(value: datetime | None) -> float:
@@ -66,11 +69,30 @@ def _meta_json(metadata: Any) -> str:
     return json.dumps(dict(metadata), sort_keys=True) if metadata else "{}"
 
 
-def _nullable(column: Any) -> list[Any]:
-    """DuckDB hands nullable columns over as masked arrays; masked means NULL."""
+def _codes(column: Any, known: int, what: str) -> np.ndarray:
+    """0-based codes from SQL's 1-based ``list_position`` (NULL: a value this version does not know)."""
+    column = np.ma.asarray(column)
+    codes = np.ma.getdata(column).astype(np.int64) - 1
+    if np.ma.getmaskarray(column).any() or (codes < 0).any() or (codes >= known).any():
+        raise StoreError(f"the store holds a {what} this version of mempager does not know; upgrade mempager")
+    return codes
+
+
+def _objects(column: Any, null: Any, dedupe: bool = False) -> np.ndarray:
+    """A nullable column (DuckDB hands it over as a masked array) as objects, NULL as ``null``.
+
+    ``dedupe``: equal values become one object (metadata repeats: one copy, not one per row)."""
+    column = np.ma.asarray(column)
     mask = np.ma.getmaskarray(column)
-    data = np.ma.getdata(column)
-    return [None if m else v for v, m in zip(data.tolist(), mask.tolist(), strict=True)]
+    out = np.fromiter(itertools.repeat(null, len(column)), dtype=object, count=len(column))  # () stays one value
+    keep = np.flatnonzero(~mask)
+    if len(keep):
+        values = np.ma.getdata(column)[keep]
+        if dedupe:
+            seen: dict[Any, Any] = {}
+            values = np.fromiter((seen.setdefault(v, v) for v in values.tolist()), dtype=object, count=len(keep))
+        out[keep] = values
+    return out
 
 
 def _dt(value: float) -> datetime:
@@ -81,7 +103,7 @@ class ActorTable:
     def __init__(self, actor: str, capacity: int = 1024) -> None:
         self.actor = actor
         self.lock = threading.RLock()
-        self.rows: dict[int, int] = {}
+        self.rows = LabelRows()  # label -> row (4 bytes a label, not a dict's ~100)
         self.ids: dict[str, int] = {}  # memory id -> label
         self.labels = np.full(capacity, -1, dtype=np.int64)
         self.num: dict[str, np.ndarray] = {name: np.zeros(capacity, dtype=dtype) for name, dtype in _NUMERIC.items()}
@@ -92,6 +114,10 @@ class ActorTable:
         self.size = 0
         # Built Memory objects (immutable) by label; dropped whenever the row changes.
         self._built: dict[int, Memory] = {}
+        # Live rows of each type code, for ``of_types`` (the pinned block asks for five small types
+        # every page; scanning a million type codes five times was most of a page's cost). Dropped
+        # for a type whenever a row of it is written or removed.
+        self._of_type: dict[int, np.ndarray] = {}
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -116,9 +142,10 @@ class ActorTable:
                 for m in batch:
                     self._write_row(self._row_of(m), m)
                 return
-            rows = np.fromiter((self._row_of(m) for m in batch), np.int64, len(batch))
+            rows = self._rows_of(batch)
             for m in batch:
                 self._built.pop(m.label, None)
+            self._types_changed(self.num["type"][rows].tolist() + [TYPE_CODE[m.type] for m in batch])
             # a batch is written column by column: one numpy assignment per column, not per cell
             n = self.num
             for name, attr in (
@@ -136,6 +163,20 @@ class ActorTable:
             for row, m in zip(rows.tolist(), batch, strict=True):
                 self._write_objects(row, m)
 
+    def _rows_of(self, batch: list[Memory]) -> np.ndarray:
+        """The rows of a batch's labels, new labels appended in order (lock held, room grown)."""
+        labels = np.fromiter((m.label for m in batch), np.int64, len(batch))
+        rows = self.rows.rows_of(labels)
+        fresh = np.flatnonzero(rows < 0)
+        if len(np.unique(labels[fresh])) != len(fresh):  # a new label twice in one batch: one row
+            return np.fromiter((self._row_of(m) for m in batch), np.int64, len(batch))
+        rows[fresh] = np.arange(self.size, self.size + len(fresh))
+        self.labels[rows[fresh]] = labels[fresh]
+        self.rows.set_many(labels[fresh], rows[fresh])
+        self.size += len(fresh)
+        self.ids.update(zip([m.id for m in batch], labels.tolist(), strict=True))
+        return rows
+
     def _row_of(self, m: Memory) -> int:
         """The row of ``m``'s label, appended if new (lock held, room already grown)."""
         row = self.rows.get(m.label)
@@ -148,7 +189,9 @@ class ActorTable:
         return row
 
     def load(self, cols: dict[str, Any]) -> None:
-        """Bulk fill from DuckDB's ``fetchnumpy()`` of MEMORY_COLUMNS (much faster than per row)."""
+        """Bulk fill from DuckDB's ``fetchnumpy()`` of ``mirrors.MIRROR_COLUMNS``: type, scope and
+        source as codes (positions in ``TYPES``, ``SCOPES``, ``SOURCES``), empty tags and metadata as
+        NULL, so that a million rows bring no per-row objects beyond their id, text and hash."""
         count = len(cols["label"])
         with self.lock:
             self._grow(count)
@@ -167,30 +210,31 @@ class ActorTable:
             n["accessed"][lo:hi], n["valid_until"][lo:hi] = secs("last_accessed_at"), secs("valid_until")
             for name in ("importance", "strength", "confidence", "access_count"):
                 n[name][lo:hi] = np.asarray(cols[name])
-            n["type"][lo:hi] = [TYPE_CODE_BY_VALUE[t] for t in cols["type"]]  # dict look-ups: 100k rows
+            n["type"][lo:hi] = _codes(cols["type_code"], len(TYPES), "type")
             n["alive"][lo:hi] = True
-            superseded = _nullable(cols["superseded_by"])
-            n["superseded"][lo:hi] = [x is not None for x in superseded]
+            superseded = np.ma.asarray(cols["superseded_by"])
+            n["superseded"][lo:hi] = ~np.ma.getmaskarray(superseded)
             o = self.obj
-
-            def put(name: str, values: Iterable[Any]) -> None:  # element by element: a tuple stays one value
-                o[name][lo:hi] = np.fromiter(values, dtype=object, count=count)
-
-            put("id", cols["id"])
-            put("text", cols["text"])
-            put("source", (SOURCE_BY_VALUE[x] for x in cols["source"]))
-            put("scope", (SCOPE_BY_VALUE[x] for x in cols["scope"]))
-            put("tags", (tuple(x) if x is not None else () for x in cols["tags"]))
-            put("metadata", cols["metadata"])
-            put("content_hash", cols["content_hash"])
-            put("superseded_by", superseded)
-            for i, label in enumerate(labels.tolist()):
-                self.rows[label] = lo + i
-                self.ids[o["id"][lo + i]] = label
+            o["source"][lo:hi] = SOURCES[_codes(cols["source_code"], len(SOURCES), "source")]
+            o["scope"][lo:hi] = SCOPES[_codes(cols["scope_code"], len(SCOPES), "scope")]
+            o["id"][lo:hi] = np.asarray(cols["id"], dtype=object)
+            o["text"][lo:hi] = np.asarray(cols["text"], dtype=object)
+            o["content_hash"][lo:hi] = np.asarray(cols["content_hash"], dtype=object)
+            o["superseded_by"][lo:hi] = _objects(superseded, None)
+            o["metadata"][lo:hi] = _objects(cols["metadata"], "{}", dedupe=True)
+            tags = _objects(cols["tags"], ())
+            for i in np.flatnonzero(np.ma.getmaskarray(np.ma.asarray(cols["tags"])) == 0).tolist():
+                tags[i] = tuple(tags[i])  # element by element: a tuple stays one value
+            o["tags"][lo:hi] = tags
+            label_list = labels.tolist()
+            self.rows.set_many(labels, np.arange(lo, hi))
+            self.ids.update(zip(o["id"][lo:hi].tolist(), label_list, strict=True))
             self.size = hi
+            self._of_type.clear()
 
     def _write_row(self, row: int, m: Memory) -> None:
         self._built.pop(m.label, None)
+        self._types_changed((int(self.num["type"][row]), TYPE_CODE[m.type]))  # a new row reads code 0: harmless
         n = self.num
         n["created"][row], n["updated"][row] = epoch(m.created_at), epoch(m.updated_at)
         n["accessed"][row], n["valid_until"][row] = epoch(m.last_accessed_at), epoch(m.valid_until)
@@ -214,6 +258,7 @@ class ActorTable:
                 if row is None:
                     continue
                 self.ids.pop(self.obj["id"][row], None)
+                self._types_changed((int(self.num["type"][row]),))
                 self.labels[row] = -1
                 self.num["alive"][row] = False
                 for column in self.obj.values():
@@ -226,13 +271,17 @@ class ActorTable:
 
     def uris(self, labels: Iterable[int]) -> dict[int, str]:
         with self.lock:
-            out = {}
-            for label in labels:
-                row = self.rows.get(int(label))
-                if row is not None:
-                    mtype = TYPES[int(self.num["type"][row])]
-                    out[int(label)] = make_uri(self.actor, mtype, self.obj["id"][row])
-            return out
+            where = self.rows
+            found = [(int(label), row) for label in labels if (row := where.get(int(label))) is not None]
+            if not found:
+                return {}
+            idx = np.fromiter((row for _, row in found), np.int64, len(found))
+            types, ids = self.num["type"][idx].tolist(), self.obj["id"][idx].tolist()
+        actor = self.actor
+        return {
+            label: make_uri(actor, TYPES[code], memory_id)
+            for (label, _), code, memory_id in zip(found, types, ids, strict=True)
+        }
 
     def label_of(self, memory_id: str) -> int | None:
         return self.ids.get(memory_id)
@@ -245,6 +294,30 @@ class ActorTable:
                 if row is not None:
                     out[int(label)] = self._memory(row)
             return out
+
+    def rows_for(
+        self, labels: Sequence[int], make: Callable[[int, str, MemoryType, str, Source, float, str | None, float], T]
+    ) -> dict[int, T]:
+        """What packing reads of each label found, as ``make(label, uri, type, text, source, created
+        seconds, superseded_by, valid_until seconds or NaN)``: a page fault's candidates without a
+        ``Memory`` built for each (``lanes.rows``). Columns are gathered once for the whole batch."""
+        with self.lock:
+            where = self.rows
+            found = [(int(label), row) for label in labels if (row := where.get(int(label))) is not None]
+            if not found:
+                return {}
+            idx = np.fromiter((row for _, row in found), np.int64, len(found))
+            n, o = self.num, self.obj
+            types, created, until = n["type"][idx].tolist(), n["created"][idx].tolist(), n["valid_until"][idx].tolist()
+            ids, texts, sources = o["id"][idx].tolist(), o["text"][idx].tolist(), o["source"][idx].tolist()
+            superseded = o["superseded_by"][idx].tolist()
+        actor, out = self.actor, {}
+        for (label, _), code, memory_id, text, source, at, by, end in zip(
+            found, types, ids, texts, sources, created, superseded, until, strict=True
+        ):
+            mtype = TYPES[code]
+            out[label] = make(label, make_uri(actor, mtype, memory_id), mtype, text, source, at, by, end)
+        return out
 
     def _memory(self, row: int) -> Memory:
         label = int(self.labels[row])
@@ -292,7 +365,8 @@ class ActorTable:
         """The salience score of ``pager.salience`` over current memories, best first."""
         with self.lock:
             if only is not None:
-                rows = np.fromiter((self.rows[x] for x in only if x in self.rows), dtype=np.int64)
+                rows = self.rows.rows_of(np.fromiter(only, np.int64))
+                rows = rows[rows >= 0]
             else:
                 rows = np.flatnonzero(self.num["alive"][: self.size])
             if rows.size == 0:
@@ -318,12 +392,25 @@ class ActorTable:
         order = idx[np.lexsort((-labels[idx], -score[idx]))]  # ties: newer label first, as in SQL
         return [(int(labels[i]), float(score[i])) for i in order]
 
+    def _types_changed(self, codes: Iterable[int]) -> None:
+        for code in set(codes):
+            self._of_type.pop(code, None)
+
+    def _rows_of_type(self, code: int) -> np.ndarray:
+        """Live rows of one type code, ascending (lock held)."""
+        rows = self._of_type.get(code)
+        if rows is None:
+            n = self.size
+            rows = self._of_type[code] = np.flatnonzero(self.num["alive"][:n] & (self.num["type"][:n] == code))
+        return rows
+
     def of_types(self, types: Sequence[MemoryType], newest_first: bool, limit: int) -> list[Memory]:
         """Memories of these types by creation time (ties by label), without touching SQL."""
         with self.lock:
-            n = self.size
-            codes = [TYPE_CODE[t] for t in types]
-            rows = np.flatnonzero(self.num["alive"][:n] & np.isin(self.num["type"][:n], codes))
+            codes = sorted({TYPE_CODE[t] for t in types})
+            if not codes:
+                return []
+            rows = np.concatenate([self._rows_of_type(code) for code in codes])
             created, labels = self.num["created"][rows], self.labels[rows]
             order = np.lexsort((-labels, -created)) if newest_first else np.lexsort((labels, created))
             return [self._memory(int(row)) for row in rows[order[:limit]]]
@@ -331,7 +418,7 @@ class ActorTable:
     def content_hashes(self) -> dict[int, str]:
         with self.lock:
             hashes = self.obj["content_hash"]
-            return {label: hashes[row] for label, row in self.rows.items()}
+            return dict(zip(self.rows.labels().tolist(), hashes[self.rows.rows()].tolist(), strict=True))
 
     def live_labels(self) -> np.ndarray:
         with self.lock:

@@ -9,9 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from mempager.store.base import MEMORY_COLUMNS, DuckDb
-from mempager.store.mirror import ActorTable
+from mempager.store.base import DuckDb
+from mempager.store.mirror import SCOPES, SOURCES, TYPES, ActorTable
 from mempager.types import Memory
+
+# What the mirror loads. Type, scope and source come as codes, empty tags and metadata as NULL:
+# a million rows would otherwise bring four million short strings and a million empty arrays,
+# freed right after the load but leaving memory too fragmented to return.
+MIRROR_COLUMNS = (
+    "label, id, text, content_hash, list_position(?, type) AS type_code, list_position(?, scope) AS scope_code, "
+    "list_position(?, source) AS source_code, confidence, importance, strength, created_at, updated_at, "
+    "last_accessed_at, access_count, CASE WHEN len(tags) = 0 THEN NULL ELSE tags END AS tags, "
+    "CASE WHEN metadata = '{}' THEN NULL ELSE metadata END AS metadata, superseded_by, valid_until"
+)
+_CODES = ([t.value for t in TYPES], [s.value for s in SCOPES], [s.value for s in SOURCES])
+_SLICE = 131_072  # rows per query when loading a mirror
 
 ChangeListener = Callable[[Sequence[Memory], Sequence[int]], None]
 
@@ -30,13 +42,23 @@ class Mirrors:
         with self.db.write_lock:  # no write can land between the load and the registration
             table = self._tables.get(actor)
             if table is None:
-                cols = (
-                    self.db.con()
-                    .execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? ORDER BY label", [actor])
-                    .fetchnumpy()
-                )
-                table = ActorTable(actor, capacity=max(1024, 2 * len(cols["label"])))
-                table.load(cols)
+                con = self.db.con()
+                count, low, high = con.execute(
+                    "SELECT count(*), coalesce(min(label), 0), coalesce(max(label), -1) FROM memories WHERE actor = ?",
+                    [actor],
+                ).fetchone()
+                table = ActorTable(actor, capacity=count + count // 8 + 1024)  # writes beyond: the table doubles
+                # In label ranges of about _SLICE rows: DuckDB materialises a whole result before
+                # handing it over, and one of a million rows left ~300 MB of freed, fragmented memory.
+                step = max(1, -(-(high - low + 1) // max(1, -(-count // _SLICE))))
+                for start in range(low, high + 1, step):
+                    table.load(
+                        con.execute(
+                            f"SELECT {MIRROR_COLUMNS} FROM memories WHERE actor = ? AND label >= ? AND label < ?"
+                            " ORDER BY label",
+                            [*_CODES, actor, start, start + step],
+                        ).fetchnumpy()
+                    )
                 self._tables[actor] = table
             return table
 

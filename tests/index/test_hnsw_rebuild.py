@@ -60,7 +60,9 @@ def test_rebuild_preserves_search_results(make_vectors: MakeVectors) -> None:
         assert len({label for label, _ in got_before} & {label for label, _ in got_after}) >= 9
 
 
-def test_save_and_rebuild_purge_a_forgotten_vector_from_the_saved_files(tmp_path: Path, make_vectors: MakeVectors) -> None:
+def test_save_and_rebuild_purge_a_forgotten_vector_from_the_saved_files(
+    tmp_path: Path, make_vectors: MakeVectors
+) -> None:
     signs = np.where(np.random.default_rng(42).integers(0, 2, DIM) == 1, 1.0, -1.0)
     secret = (0.25 * signs).astype(np.float32)[None, :]  # exactly unit length: stored byte for byte
     needle = secret.tobytes()

@@ -216,7 +216,9 @@ def test_a_forced_local_model_whose_package_is_missing_still_opens(
 ) -> None:
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # what `import` sees when it is missing
     config = FAST.with_(embedder="local")
-    with mempager.open(store_path, actor="neo", config=config, environ={"MEMPAGER_LOCAL_MODEL": ""}) as p:
+    # the torch backend: a saved ONNX export would serve without sentence-transformers
+    environ = {"MEMPAGER_LOCAL_MODEL": "", "MEMPAGER_LOCAL_BACKEND": "torch"}
+    with mempager.open(store_path, actor="neo", config=config, environ=environ) as p:
         stats = p.stats()
         local = next(c for c in stats["embedder_candidates"] if c["kind"] == "local")
         assert local["status"] == "down" and "MissingExtra" in local["reason"] and "mempager[local]" in local["reason"]

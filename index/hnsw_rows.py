@@ -1,0 +1,150 @@
+"""The HNSW index's own float32 copy of each row's unit vector: in memory, or read from its saved file.
+
+Scores and ``get_vectors`` come from this copy, not from hnswlib's (hnswlib hands a vector back at
+~15 µs each). In memory it costs 4 x dim bytes a row, on top of hnswlib's own copy: at a million
+384-d vectors that is 1.5 GB more. So a large index, once loaded or saved, reads the rows it needs
+(a search reads ~50, a completion ~40) from its saved vectors file with positional reads, through
+the page cache, and keeps in memory only the rows added since (``FileRows``); a small one keeps an
+array (``MemoryRows``), as before. Either way a read returns the same float32 bytes.
+
+A removed row reads as zeros in both (the saved file may still hold it until the next save, which
+writes a file without it, as it always did).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from mempager.errors import IndexStale
+from mempager.types import FloatMatrix, LabelArray
+
+BoolArray = npt.NDArray[np.bool_]
+RESIDENT_MAX_ROWS = 262_144  # above this many rows (400 MB at 384-d) the saved rows are read from the file
+_PREAD_MAX = 2048  # rows read one by one; more go through a mapping of the file, a slice at a time
+_SLICE = 65_536  # rows per mapped slice
+
+
+class MemoryRows:
+    """Every row in an array (``capacity`` rows, zero-filled)."""
+
+    def __init__(self, vectors: FloatMatrix) -> None:
+        self.vectors = vectors
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def take(self, rows: LabelArray) -> FloatMatrix:
+        taken: FloatMatrix = self.vectors[rows]
+        return taken
+
+    def put(self, rows: LabelArray, unit: FloatMatrix) -> None:
+        self.vectors[rows] = unit
+
+    def zero(self, row: int) -> None:
+        self.vectors[row] = 0.0
+
+    def reserve(self, capacity: int) -> None:
+        grown = len(self.vectors)
+        if capacity > grown:
+            self.vectors = np.concatenate(
+                [self.vectors, np.zeros((capacity - grown, self.vectors.shape[1]), np.float32)]
+            )
+
+    def close(self) -> None:
+        return None
+
+
+class FileRows:
+    """Rows below ``base`` read from a saved vectors file (``manifest.write_rows`` layout: labels
+    int64[n], vectors float32[n, dim], live uint8[n]); rows from ``base`` on in memory.
+
+    The file is opened once and read with ``os.preadv`` (thread-safe: no shared offset); it stays
+    readable after a later save unlinks it, until ``close``.
+    """
+
+    def __init__(self, path: Path, rows_in_file: int, dim: int, base: int, capacity: int, live: BoolArray) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        self._dim, self._base, self._n = dim, base, rows_in_file
+        self._at = 8 * rows_in_file  # the vectors follow the labels
+        self._width = 4 * dim
+        if os.fstat(self._fd).st_size < self._at + self._width * rows_in_file:
+            os.close(self._fd)
+            raise IndexStale(f"{path} is shorter than its {rows_in_file} rows; rebuild the index from the store")
+        self._erased = ~live[:base].astype(bool)  # rows removed before or since: they read as zeros
+        self._tail = np.zeros((max(capacity - base, 0), dim), np.float32)  # calloc: untouched pages cost nothing
+
+    def __len__(self) -> int:
+        return self._base + len(self._tail)
+
+    def take(self, rows: LabelArray) -> FloatMatrix:
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((len(rows), self._dim), np.float32)
+        saved = rows < self._base
+        if saved.all():
+            self._read(rows, out)
+        else:
+            where = np.flatnonzero(saved)
+            part = np.empty((len(where), self._dim), np.float32)
+            self._read(rows[where], part)
+            out[where] = part
+            later = np.flatnonzero(~saved)
+            out[later] = self._tail[rows[later] - self._base]
+        erased = np.flatnonzero(saved)
+        erased = erased[self._erased[rows[erased]]]
+        out[erased] = 0.0
+        return out
+
+    def _read(self, rows: LabelArray, out: FloatMatrix) -> None:
+        if len(rows) <= _PREAD_MAX:
+            fd, at, width = self._fd, self._at, self._width
+            for i, row in enumerate(rows.tolist()):
+                if os.preadv(fd, [out[i].data], at + row * width) != width:
+                    raise IndexStale(f"short read of row {row} from the saved vectors; rebuild the index")
+            return
+        # Many rows (an exact scan): through a read-only mapping, a slice of the file at a time,
+        # each slice's pages dropped from this process once read.
+        order = np.argsort(rows, kind="stable")
+        with mmap.mmap(self._fd, 0, prot=mmap.PROT_READ) as mapped:
+            matrix = np.frombuffer(mapped, np.float32, self._n * self._dim, self._at).reshape(self._n, self._dim)
+            try:
+                for lo in range(0, len(order), _SLICE):
+                    pick = order[lo : lo + _SLICE]
+                    out[pick] = matrix[rows[pick]]
+                    mapped.madvise(mmap.MADV_DONTNEED)
+            finally:
+                del matrix  # the mapping cannot close while a view of it lives
+
+    def put(self, rows: LabelArray, unit: FloatMatrix) -> None:
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) and int(rows.min()) < self._base:
+            raise IndexStale("a saved row was written in place; rebuild the index from the store")
+        self._tail[rows - self._base] = unit
+
+    def zero(self, row: int) -> None:
+        if row < self._base:
+            self._erased[row] = True
+        else:
+            self._tail[row - self._base] = 0.0
+
+    def reserve(self, capacity: int) -> None:
+        need = capacity - self._base
+        if need > len(self._tail):
+            grown = np.zeros((need, self._dim), np.float32)
+            grown[: len(self._tail)] = self._tail
+            self._tail = grown
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:  # a state dropped without close (an error mid-load) frees its descriptor
+        self.close()
+
+
+Rows = MemoryRows | FileRows

@@ -1,0 +1,309 @@
+"""BM25's top k without scoring every document: exact MaxScore pruning over the postings.
+
+Scoring all documents costs a pass over every row (a million float64s at 1M memories) whatever
+the query; most queries have a rare term or two, and a document holding none of them can only
+score the sum of what the other terms can give. So: take the terms from highest idf down, score
+exactly every live document holding one of the terms taken so far (their full score, over all
+terms), and stop once the k-th best score among them is above what a document holding only the
+terms not taken could reach. Every such document then ranks below the k-th, tie included, so the
+top k (ties broken by label) is exactly the full scan's.
+
+The bound: a term's contribution to a document is ``fl(fl(tf / norm) * w)``, ``w = idf * (k1 + 1)``,
+``norm = fl(fl(fl(dl * scale) + base) + tf)`` with ``scale = k1 * b / avgdl``, ``base = k1 * (1 - b)``.
+Each term keeps ``ratio``, the largest ``fl(tf / norm)`` over its postings computed at a scale
+``s0`` (``State.bound_ratio``/``bound_scale``): rounding is monotone, so at any scale >= ``s0`` no
+posting's ``fl(tf / norm)`` exceeds it and no contribution exceeds ``ub = fl(ratio * w)``. A score
+is the float sum of its terms' contributions in query-term order, and a float sum is monotone in
+each operand, so the float sum of ``ub`` over the terms not taken, in the same order, bounds every
+unseen document. ``s0`` is set a little below the scale of the moment, so the bound survives the
+small drifts of avgdl that writes cause; appending postings raises ``ratio`` to cover them
+(``raise_bounds``); dropping postings leaves it a valid, if looser, bound.
+
+Scores are computed operation for operation as ``lexquery.bm25`` does (same constants, same
+order, summed term by term in query order from 0.0), so they are bit-identical to the full scan's.
+When the candidates grow past a fraction of the index, or the index is small, the full scan is
+cheaper and is used.
+
+Scoring a candidate looks its tf up in each query term's postings (a binary search); for the few
+terms held by more than 1/64 of the documents, a byte per row (``State.tf_columns``, made on first
+use, at most ``_COLUMNS`` of them, kept current by ``on_postings``) answers with one read instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from mempager.index.labelmap import LabelRows
+from mempager.index.lexical_postings import PostingLists
+from mempager.index.lexquery import ranked
+
+Floats = npt.NDArray[np.float64]
+Int64s = npt.NDArray[np.int64]
+Int32s = npt.NDArray[np.int32]
+_DENSE_SHARE = 1 / 16  # candidates above this share of rows: one pass over every row is cheaper
+# Below this many rows one numpy pass over every row (~2 ns a row) beats pruning's look-ups
+# (~40 ns per candidate and term): measured on LoCoMo questions at 100k rows, pruning lost.
+_PRUNE_FROM_ROWS = 262_144
+_COLUMN_SHARE = 1 / 64  # a term in more than this share of rows gets a tf column ...
+_COLUMNS = 32  # ... up to this many per index (a byte per row each)
+_SATURATED = 255  # a tf column's largest value: the exact tf is then read from the postings
+
+
+class Postings(Protocol):
+    """What the search reads of the lexical index's state (``index.lexical.State``); it also keeps
+    the per-term bounds (``bound_*``) up to date."""
+
+    bound_base: float
+    tf_columns: dict[int, npt.NDArray[np.uint8]]
+
+    @property
+    def bound_ratio(self) -> Floats: ...
+    @property
+    def bound_scale(self) -> Floats: ...
+
+    @property
+    def ids(self) -> Mapping[str, int]: ...
+    @property
+    def post(self) -> PostingLists: ...
+    @property
+    def npost(self) -> Int64s: ...
+    @property
+    def df(self) -> Int64s: ...
+    @property
+    def alive(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def doclen(self) -> Floats: ...
+    @property
+    def row_label(self) -> Int64s: ...
+    @property
+    def label_row(self) -> LabelRows: ...
+    @property
+    def total_len(self) -> int: ...
+    @property
+    def nrows(self) -> int: ...
+
+    def scores(self, terms: Sequence[str], k1: float, b: float) -> Floats: ...
+
+
+def search_scored(
+    state: Postings, terms: Sequence[str], k: int, wanted: Sequence[int], k1: float, b: float
+) -> tuple[list[tuple[int, float]], dict[int, float]]:
+    """The top ``k`` (label, BM25) best first, ties to the lower label, and the BM25 of each label
+    in ``wanted`` (0.0 when absent or unmatched); the same numbers as a full scan."""
+    ids = [t for t in dict.fromkeys(state.ids.get(x, -1) for x in terms) if t >= 0 and state.df[t] > 0]
+    if not ids:
+        return [], dict.fromkeys(wanted, 0.0)
+    rows = {label: state.label_row.get(label) for label in wanted}
+    if state.nrows < _PRUNE_FROM_ROWS:  # one pass over every row answers both
+        ranked_all, every = _full_scan(state, terms, k, k1, b)
+        return ranked_all, {label: 0.0 if row is None else float(every[row]) for label, row in rows.items()}
+    n_docs, total_len = len(state.label_row), state.total_len
+    dfs = state.df[ids].astype(np.float64)
+    weights = np.log1p((n_docs - dfs + 0.5) / (dfs + 0.5)) * (k1 + 1.0)  # as bm25 computes them
+    postings = [state.post[t][:, :n] for t, n in zip(ids, state.npost[ids].tolist(), strict=True)]  # rows; tfs
+    scale, base = k1 * b * n_docs / total_len, k1 * (1.0 - b)
+    scorer = _Scorer(postings, weights, state.doclen, scale, base, [_column(state, t) for t in ids])
+    top: list[tuple[int, float]] = []
+    if k > 0:
+        top, full = _top(state, scorer, _bounds(state, ids, postings, scale, base) * weights, k, terms, k1, b)
+        if full is not None:  # the pruning gave way to a full pass: it has every score
+            return top, {label: 0.0 if row is None else float(full[row]) for label, row in rows.items()}
+    known = np.unique(np.fromiter((r for r in rows.values() if r is not None), np.int64))
+    got = dict(zip(known.tolist(), scorer.score(known).tolist(), strict=True))
+    return top, {label: 0.0 if row is None else got[row] for label, row in rows.items()}
+
+
+class _Scorer:
+    """Exact BM25 of chosen rows, term by term in query order (``lexquery.bm25``'s arithmetic)."""
+
+    def __init__(
+        self,
+        postings: Sequence[Int32s],
+        weights: Floats,
+        doclen: Floats,
+        scale: float,
+        base: float,
+        columns: Sequence[npt.NDArray[np.uint8] | None],
+    ) -> None:
+        self.postings, self.weights, self.doclen = postings, weights, doclen
+        self.scale, self.base, self.columns = scale, base, columns
+
+    def score(self, rows: Int64s) -> Floats:
+        """BM25 of ``rows`` (ascending, distinct: the look-ups rely on both)."""
+        out = np.zeros(len(rows), np.float64)
+        if not len(rows):
+            return out
+        needles = rows.astype(np.int32)  # the postings' own type: searchsorted would copy them otherwise
+        for post, weight, column in zip(self.postings, self.weights, self.columns, strict=True):
+            if column is None:
+                hit, tf = _lookup(post, needles)
+            else:
+                small = column[rows]
+                hit = np.flatnonzero(small)
+                tf = small[hit].astype(np.float64)
+                big = np.flatnonzero(tf == _SATURATED)
+                if len(big):
+                    tf[big] = _lookup(post, needles[hit[big]])[1]
+            if not len(hit):
+                continue
+            norm = self.doclen[rows[hit]]
+            norm *= self.scale
+            norm += self.base
+            norm += tf
+            np.divide(tf, norm, out=tf)
+            tf *= weight
+            out[hit] += tf
+        return out
+
+
+def _lookup(post: Int32s, needles: npt.NDArray[np.int32]) -> tuple[npt.NDArray[np.intp], Floats]:
+    """Positions of the ``needles`` (rows, ascending) a term's postings hold, and their tfs: the
+    shorter of the two lists is binary-searched in the longer, in ascending order."""
+    held = post[0]
+    if len(held) < len(needles):
+        at = np.minimum(needles.searchsorted(held), len(needles) - 1)
+        found = np.flatnonzero(needles[at] == held)
+        return at[found], post[1, found].astype(np.float64)
+    at = np.minimum(held.searchsorted(needles), len(held) - 1)
+    hit = np.flatnonzero(held[at] == needles)
+    return hit, post[1, at[hit]].astype(np.float64)
+
+
+def _column(state: Postings, term: int) -> npt.NDArray[np.uint8] | None:
+    """The term's tf column (made now if the term is common enough and there is room), or None."""
+    column = state.tf_columns.get(term)
+    if column is None:
+        n = int(state.npost[term])
+        if n <= _COLUMN_SHARE * state.nrows or len(state.tf_columns) >= _COLUMNS:
+            return None
+        column = np.zeros(state.nrows + state.nrows // 8 + 1024, np.uint8)
+        post = state.post[term]
+        column[post[0, :n]] = np.minimum(post[1, :n], _SATURATED)
+        state.tf_columns[term] = column
+    elif len(column) < state.nrows:  # rows added since, none of them holding the term
+        column = state.tf_columns[term] = _grown(column, state.nrows)
+    return column
+
+
+def _grown(column: npt.NDArray[np.uint8], need: int) -> npt.NDArray[np.uint8]:
+    out = np.zeros(max(need, 2 * len(column)), np.uint8)
+    out[: len(column)] = column
+    return out
+
+
+def on_postings(state: Postings, tids: Int64s, rows: Int64s, tf: Int64s) -> None:
+    """New postings ``(tids[i], rows[i], tf[i])`` (rows' lengths already set): written into their
+    terms' tf columns, and their terms' known ratios raised to cover them."""
+    if state.tf_columns:
+        for term in np.unique(tids[np.isin(tids, list(state.tf_columns))]).tolist():
+            mine = tids == term
+            column = state.tf_columns[term]
+            if len(column) <= int(rows[mine].max()):
+                column = state.tf_columns[term] = _grown(column, int(rows[mine].max()) + 1)
+            column[rows[mine]] = np.minimum(tf[mine], _SATURATED)
+    scale = state.bound_scale[tids]
+    known = np.flatnonzero(scale > 0)
+    if not len(known):
+        return
+    tf_known = tf[known].astype(np.float64)
+    norm = state.doclen[rows[known]]
+    norm *= scale[known]
+    norm += state.bound_base
+    norm += tf_known
+    np.maximum.at(state.bound_ratio, tids[known], tf_known / norm)
+
+
+def _bounds(state: Postings, ids: Sequence[int], postings: Sequence[Int32s], scale: float, base: float) -> Floats:
+    """Each query term's ratio (see the module docstring), computed where unknown or too tight."""
+    if state.bound_base != base:  # ratios of other BM25 parameters: start again
+        state.bound_scale[:] = 0.0
+        state.bound_base = base
+    out = np.empty(len(ids), np.float64)
+    for j, t in enumerate(ids):
+        if not 0.0 < state.bound_scale[t] <= scale:
+            low = scale * (1.0 - 1e-3)  # headroom: valid until avgdl grows by 0.1%
+            tf = postings[j][1].astype(np.float64)
+            norm = state.doclen[postings[j][0]]
+            norm *= low
+            norm += base
+            norm += tf
+            state.bound_ratio[t] = float((tf / norm).max())
+            state.bound_scale[t] = low
+        out[j] = state.bound_ratio[t]
+    return out
+
+
+def _top(
+    state: Postings, scorer: _Scorer, bounds: Floats, k: int, terms: Sequence[str], k1: float, b: float
+) -> tuple[list[tuple[int, float]], Floats | None]:
+    """The top ``k``; and every row's score when it took a full pass instead (else None)."""
+    ub = bounds.tolist()
+    order = sorted(range(len(ub)), key=lambda j: -ub[j])  # the most a term can give first
+    limit = _DENSE_SHARE * state.nrows
+    cand, scores = np.empty(0, np.int64), np.empty(0, np.float64)
+    for taken, j in enumerate(order, 1):
+        new = _live(state, scorer.postings[j][0])
+        if len(cand):
+            new = new[~_sorted_has(cand, new)]
+        if len(cand) + len(new) > limit:  # one pass over every row is cheaper than this many look-ups
+            return _full_scan(state, terms, k, k1, b)
+        cand, scores = _merge(cand, scores, new, scorer.score(new))
+        # Every document not yet scored holds only terms not taken, so it scores at most the float
+        # sum (in query order) of their bounds: once that is below the k-th best, the top k is known.
+        if taken < len(order) and len(cand) >= k and _sum_in_order(ub, order[taken:]) < _kth(scores, k):
+            break
+    if len(scores) > k:  # as lexquery.ranked: keep every row tied with the k-th, then order
+        keep = scores >= _kth(scores, k)
+        cand, scores = cand[keep], scores[keep]
+    labels = state.row_label[cand]
+    best = np.lexsort((labels, -scores))[:k]
+    return list(zip(labels[best].tolist(), scores[best].tolist(), strict=True)), None
+
+
+def _sorted_has(haystack: Int64s, needles: Int64s) -> npt.NDArray[np.bool_]:
+    """Which ``needles`` are in ``haystack`` (ascending)."""
+    at = np.minimum(haystack.searchsorted(needles), len(haystack) - 1)
+    found: npt.NDArray[np.bool_] = haystack[at] == needles
+    return found
+
+
+def _merge(rows: Int64s, scores: Floats, more: Int64s, more_scores: Floats) -> tuple[Int64s, Floats]:
+    """Two ascending, disjoint row sets and their scores as one ascending set."""
+    if not len(rows):
+        return more, more_scores
+    merged = np.concatenate([rows, more])
+    order = np.argsort(merged, kind="stable")
+    return merged[order], np.concatenate([scores, more_scores])[order]
+
+
+def _live(state: Postings, rows: Int32s) -> Int64s:
+    out: Int64s = rows[state.alive[rows]].astype(np.int64)
+    return out
+
+
+def _kth(scores: Floats, k: int) -> float:
+    return float(np.partition(scores, len(scores) - k)[len(scores) - k])
+
+
+def _sum_in_order(ub: Sequence[float], terms: Sequence[int]) -> float:
+    """The float sum of the terms' bounds in query order (the order a score sums its terms in)."""
+    total = 0.0
+    for j in sorted(terms):
+        total += ub[j]
+    return total
+
+
+def _full_scan(
+    state: Postings, terms: Sequence[str], k: int, k1: float, b: float
+) -> tuple[list[tuple[int, float]], Floats]:
+    """The top ``k`` from scoring every row, and every row's score."""
+    scores = state.scores(terms, k1, b)
+    if k <= 0:
+        return [], scores
+    rows = np.flatnonzero(scores > 0)
+    rows = rows[state.alive[rows]]
+    return ranked(state.row_label, rows, scores, k), scores

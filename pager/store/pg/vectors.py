@@ -1,8 +1,10 @@
 """Vectors per memory per model (pgvector): storing them, reading them back, and searching them.
 
 The semantic search is one SQL query per model index (``WHERE model = <literal>`` matches the
-partial index) with the actor filter inside it; pgvector's iterative scan keeps the filtered
-search returning k, and a short answer falls back to an exact scan of the actor's vectors.
+partial index) with the actor filter inside it, also written in, so each actor's search is one
+prepared statement planned once for that actor (``Db.rows_with_literals``); pgvector's iterative
+scan keeps the filtered search returning k, and a short answer falls back to an exact scan of the
+actor's vectors.
 Registering models and their indexes is ``models``; the embedding queue is ``embed_queue``.
 """
 
@@ -16,7 +18,7 @@ import numpy as np
 from psycopg import sql
 
 from mempager.errors import DimensionMismatch, InvalidInput, NonFiniteVector, StoreError
-from mempager.store.pg.db import AuditRow, Conn, Db
+from mempager.store.pg.db import AuditRow, Conn, Db, Inline
 from mempager.store.pg.listeners import PgListeners
 from mempager.store.pg.models import MODEL_LOCK, PgModels, index_type
 from mempager.store.pg.vectype import PgVector, rows
@@ -40,6 +42,15 @@ WITH b AS (
 )
 SELECT label FROM ins ORDER BY label
 """
+
+
+def _search(kind: str, dim: int, model: str, actor: str, k: int) -> sql.Composed:
+    """The index search; ``vec::<kind>(<dim>)`` is the expression the model's partial HNSW index is built on."""
+    cast = sql.SQL("::{}({})").format(sql.SQL(kind), sql.Literal(dim))
+    return sql.SQL(
+        "SELECT label, 1 - (vec{c} <=> %(q)b::vector{c}) FROM vectors WHERE model = {m} AND actor = {a}"
+        " ORDER BY vec{c} <=> %(q)b::vector{c} LIMIT {k}"
+    ).format(c=cast, m=Inline(model), a=Inline(actor), k=sql.Literal(k))
 
 
 def _as_labels(values: object) -> LabelArray:
@@ -71,6 +82,7 @@ class PgVectors:
         self._listeners = listeners
         self._lock = threading.Lock()
         self._grown = 0  # vectors this process stored since its last ANALYZE
+        self._dequeued = 0  # queue entries its stores removed since it last vacuumed the queue
         self._analyzed_rows = 0
 
     # -- vectors --------------------------------------------------------------------------
@@ -107,11 +119,11 @@ class PgVectors:
             "dim": dim,
         }
         stored, _ = self._db.write(lambda conn, audit: conn.execute(_PUT, params).fetchall())
-        self._note_growth(len(stored))
+        self._note_growth(model, len(stored))
         return np.array([int(r[0]) for r in stored], dtype=np.int64)
 
-    def _note_growth(self, added: int) -> None:
-        """ANALYZE once the vectors grew by a fifth since we last looked.
+    def _note_growth(self, model: str, added: int) -> None:
+        """ANALYZE once the vectors grew by a fifth since we last looked; vacuum the queue then, and when it drains.
 
         The planner needs row counts per actor to choose between the HNSW index (a big actor) and
         the (actor, model) b-tree plus an exact sort (a small one); a freshly filled table has none
@@ -119,15 +131,29 @@ class PgVectors:
         """
         with self._lock:
             self._grown += added
+            self._dequeued += added
             due = self._grown >= max(1000, self._analyzed_rows // 5)
             if due:
                 self._grown = 0
+            churned = self._dequeued >= 1000
         if due:
             rows, _ = self._db.write(lambda conn, audit: _analyze(conn))
             self._analyzed_rows = rows
-            # the queue is all churn: its index is mostly dead entries until vacuumed, and every
-            # retrieve reads it (unembedded labels); autovacuum may be a minute away
-            self._db.maintenance(["VACUUM (SKIP_LOCKED) embed_queue"])
+            self._vacuum_queue()
+        elif churned and not self._db.rows("SELECT 1 FROM embed_queue WHERE model = %s LIMIT 1", [model]):
+            # the queue just drained (a bulk write, an import, a re-embed all caught up): the
+            # dead rows its churn left would otherwise stay until autovacuum, which may be busy
+            # with the big tables for minutes, and every retrieve reads the queue twice
+            self._vacuum_queue()
+
+    def _vacuum_queue(self) -> None:
+        """The queue is all churn (queued, claimed, dequeued): its table and indexes are mostly dead
+        rows until vacuumed, and every retrieve reads it (unembedded labels): over the 100k dead
+        rows a 100k-memory import leaves, a read takes 0.2 ms instead of 0.03. Another VACUUM of
+        it running: skipped."""
+        with self._lock:
+            self._dequeued = 0
+        self._db.maintenance(["VACUUM (SKIP_LOCKED) embed_queue"])
 
     def vectors(self, actor: str, model: str) -> tuple[LabelArray, FloatMatrix]:
         return self._vectors_where(actor, model, 0)
@@ -196,16 +222,15 @@ class PgVectors:
             return []
         q = PgVector(np.asarray(vector, dtype=np.float32).reshape(-1))
         kind = index_type(dim)
-        params: dict[str, Any] = {"q": q, "actor": actor, "k": int(k), "model": model}
         found: list[tuple[Any, ...]] = []
         if kind is not None:
-            cast = sql.SQL("::{}({})").format(sql.SQL(kind), sql.Literal(dim))
-            query = sql.SQL(
-                "SELECT label, 1 - (vec{c} <=> %(q)b::vector{c}) FROM vectors WHERE model = {m} AND actor = %(actor)s"
-                " ORDER BY vec{c} <=> %(q)b::vector{c} LIMIT %(k)s"
-            ).format(c=cast, m=sql.Literal(model))
+            k = int(k)
             try:
-                found = self._db.rows(query, params)
+                # model, actor and k written in: one plan per actor (the HNSW index for a big one,
+                # the (actor, model) b-tree and an exact sort for a small one), made once, not per call
+                found = self._db.rows_with_literals(
+                    ("search", model, dim, actor, k), lambda: _search(kind, dim, model, actor, k), {"q": q}, binary=True
+                )
             except StoreError:  # re-registered elsewhere with another dimension? look it up again next time
                 self._models.forget_dim(model)
                 raise
@@ -213,7 +238,7 @@ class PgVectors:
             found = self._db.rows(  # a tiny actor among big ones, or no index: exact over the actor's rows
                 "SELECT label, 1 - (vec <=> %(q)b) AS score FROM vectors WHERE model = %(model)s"
                 " AND actor = %(actor)s ORDER BY score DESC, label LIMIT %(k)s",
-                params,
+                {"q": q, "actor": actor, "k": int(k), "model": model},
             )
         hits = [(int(label), float(score)) for label, score in found]
         return sorted(hits, key=lambda h: (-h[1], h[0]))
@@ -231,6 +256,7 @@ class PgVectors:
                 "actor": actor,
                 "labels": [int(x) for x in labels],
             },
+            binary=True,
         )
         return {int(label): float(score) for label, score in found}
 

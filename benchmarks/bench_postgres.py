@@ -166,8 +166,7 @@ def head_to_head(locations: dict[str, Any], embedder: Lookup, questions: list[st
     """``retrieve`` on both backends at once: each question asked of both, which one first alternating."""
     pagers = {name: mempager.open(at, actor=ACTOR, config=CONFIG, embedder=embedder) for name, at in locations.items()}
     try:
-        for q in questions[:20]:  # warm-up
-            [p.retrieve(q) for p in pagers.values()]
+        [p.retrieve(q) for q in questions[:20] for p in pagers.values()]  # warm-up
         samples: dict[str, list[float]] = {name: [] for name in pagers}
         for r in range(rounds):
             for i, q in enumerate(questions):
@@ -431,7 +430,8 @@ def table(params: dict[str, Any], r: dict[str, Any]) -> str:
                 cells = " | ".join(f"{float(at[k]):.3f}" for k in (1, 5, 10, 20))
                 lines.append(f"| {backend}: {name} | {cells} |")
     lines += [
-        f"\nMachine load (1-min average) before / after: {params['load_average_1min'][0]} / "
+        f"\nServer: shared_buffers {params['shared_buffers']}, the tables vacuumed and analyzed after the load. "
+        f"Machine load (1-min average) before / after: {params['load_average_1min'][0]} / "
         f"{params['load_average_1min'][1]} on {os.cpu_count()} cores, shared with other work: tails are noisy.",
     ]
     return "\n".join(lines)

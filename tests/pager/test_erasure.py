@@ -49,7 +49,7 @@ def test_background_pass_erases_within_the_delay(store_path: Path) -> None:
     cfg = PagerConfig(embedder="hash", erase_delay_seconds=0.3)
     with mempager.open(store_path, actor="neo", config=cfg, embedder=emb) as p:
         assert p.forget(uri) == 1
-        assert p.recall("passport") == [] and all(s.uri != uri for s in p.retrieve("passport CANARY-9d41f7", k=50))
+        assert p.recall("passport") == [] and all(s.uri != uri for s in p.retrieve("passport CANARY-quxzwy", k=50))
         assert wait_until(lambda: hits(store_path, emb.needles) == {}), hits(store_path, emb.needles)
         assert wait_until(lambda: not p.stats()["erasure"]["pending"])
         assert p.stats()["erasure"]["passes"] == 1

@@ -14,7 +14,7 @@ from mempager import MemoryNotFound, PagerConfig, PatternSpec
 from mempager.embedders.hashing import HashEmbedder
 from mempager.types import FloatMatrix, Role
 
-CANARY = "CANARY-9d41f7 the user's passport number is X1234567"
+CANARY = "CANARY-quxzwy the user's passport number is X1234567"
 
 
 class MarkedEmbedder:
@@ -28,7 +28,8 @@ class MarkedEmbedder:
         signs = np.random.default_rng(1234).choice([-1.0, 1.0], size=64)
         self.marked = (signs / 8.0).astype(np.float32)
         assert float(np.linalg.norm(self.marked)) == 1.0
-        self.needles = [b"9d41f7", self.marked.tobytes()]  # "9d41f7": any case, any tokenisation
+        # "quxzwy": any case, any tokenisation; not hex, so no random audit hash can contain it
+        self.needles = [b"quxzwy", self.marked.tobytes()]
 
     @property
     def name(self) -> str:
@@ -41,7 +42,7 @@ class MarkedEmbedder:
     def embed(self, texts: Sequence[str], role: Role = "document") -> FloatMatrix:
         out = self._inner.embed(texts, role)
         for i, text in enumerate(texts):
-            if "CANARY-9d41f7" in text:
+            if "CANARY-quxzwy" in text:
                 out[i] = self.marked
         return out
 
@@ -92,7 +93,7 @@ def test_hard_forget_leaves_no_bytes(store_path: Path) -> None:
         assert p.forget(uri) == 1
         # out of every lane and result at once; the bytes go with the erasure pass
         assert p.stats()["erasure"]["pending"] is True
-        assert all(s.uri != uri for s in p.retrieve("CANARY-9d41f7 passport", k=50))
+        assert all(s.uri != uri for s in p.retrieve("CANARY-quxzwy passport", k=50))
         assert p.recall("passport") == []
         with pytest.raises(MemoryNotFound):
             p.get(uri)
@@ -140,16 +141,16 @@ def test_hard_forget_in_copilot_mode_leaves_no_bytes(store_path: Path) -> None:
         uri = p.decide(p.review()[0].id, accept=True)
         assert uri is not None and p.get(uri).text == CANARY
         again = p.remember_fact(CANARY, source="llm", confidence=0.3)  # the agent says it again
-        p.remember_fact("CANARY-9d41f7 maybe the passport expires in May", source="llm", confidence=0.2)
+        p.remember_fact("CANARY-quxzwy maybe the passport expires in May", source="llm", confidence=0.2)
         p.decide(p.review()[-1].id, accept=False)  # rejected: its row keeps no text from now on
-        spec = PatternSpec(name="CANARY-9d41f7 renew the passport", trigger="renew the passport", steps=["go"])
+        spec = PatternSpec(name="CANARY-quxzwy renew the passport", trigger="renew the passport", steps=["go"])
         for _ in range(3):
             pattern_uri = p.reinforce_pattern(spec)
         for i in range(7):  # 7 failures > 2 x 3 successes: an inversion is proposed
             p.page("how", goal="renew the passport", turn=f"t{i}")
             assert p.feedback(f"t{i}", "failure") == 1
         assert [i.kind for i in p.review()] == ["memory", "inversion"]
-        assert again.endswith(p.review()[0].id) and "AVOID: CANARY-9d41f7" in p.review()[1].payload["text"]
+        assert again.endswith(p.review()[0].id) and "AVOID: CANARY-quxzwy" in p.review()[1].payload["text"]
         assert all("text" not in i.payload for i in p.review(status=None) if i.status != "pending")
         assert p.sync(timeout=60)
         p.store.checkpoint()
@@ -173,9 +174,9 @@ def test_forget_where_leaves_no_bytes(store_path: Path) -> None:
     needles = old.needles
     with mempager.open(store_path, actor="neo", config=COPILOT, embedder=old) as p:
         p.remember_many([{"type": "event", "text": f"filler event {i} about the weather"} for i in range(300)])
-        doomed = [p.remember_fact(f"CANARY-9d41f7 passport fact {i}") for i in range(3)]
-        doomed.append(p.remember_user_fact("CANARY-9d41f7 the passport is in the drawer"))
-        p.remember_fact("CANARY-9d41f7 passport guess", source="llm", confidence=0.1)  # queued
+        doomed = [p.remember_fact(f"CANARY-quxzwy passport fact {i}") for i in range(3)]
+        doomed.append(p.remember_user_fact("CANARY-quxzwy the passport is in the drawer"))
+        p.remember_fact("CANARY-quxzwy passport guess", source="llm", confidence=0.1)  # queued
         p.remember_fact("the user may prefer green tea", source="llm", confidence=0.1)  # queued, stays
         assert len(p.review()) == 2
         assert p.sync(timeout=60)

@@ -2,8 +2,13 @@
 
     HF_HUB_OFFLINE=1 python -m benchmarks.bench_scale [--sizes 10000 100000 1000000] [--queries 1986]
 
-Corpus as in bench_retrieve: the 5,882 LoCoMo turns with their real all-MiniLM-L6-v2 vectors, tiled to
-each size with noise (sigma 0.02/dim); no model runs at ingest. Per size, in a fresh store:
+Corpus: the 5,882 LoCoMo turns with their real all-MiniLM-L6-v2 vectors, then (to reach each size)
+*distinct* synthetic sentence vectors: a random convex mixture of 2 or 3 real turn vectors (Dirichlet
+weights) plus Gaussian noise with the real vectors' covariance (sigma 0.02/dim on average), renormalised;
+its text is its heaviest turn's text with a unique suffix of common words. (Tiling noisy copies of
+the turns, as before, made the exact top 10 at 1M a pile of copies a hair apart, so recall@10
+measured the noise, not the index.) No model runs at ingest.
+Per size, in a fresh store:
 
 * ingest: ``Pager.remember_many`` in batches of 10,000 (embedding workers stopped), memories/s over
   the whole load and over its last tenth (the rate at that size); then the vectors go in with
@@ -13,7 +18,8 @@ each size with noise (sigma 0.02/dim); no model runs at ingest. Per size, in a f
   with its saved indexes, then answers every query with ``retrieve`` and with ``page`` (+ render),
   interleaved; the query embedding is excluded (each question's MiniLM vector is looked up). RSS is
   read after opening and after serving (VmRSS, its anonymous and file-backed parts, and the peak).
-* recall@10 of the semantic lane against an exact scan of the same vectors (first 500 questions).
+* recall@10 of the semantic lane against an exact scan of the same vectors (first 500 questions), at
+  the product's ef and at other ef values (with the search p50 each costs).
 
 Results go to results/scale.{json,md} and the curves to results/scale.png.
 """
@@ -23,11 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +46,13 @@ from mempager import PagerConfig
 
 from ._common import LOCOMO, git_state, percentiles, write_results
 from .bench_hnsw import embeddings, exact_top, locomo_texts
-from .bench_retrieve import ACTOR, MODEL, NameOnly, corpus, evict, vmrss_mib
+from .bench_retrieve import ACTOR, MODEL, TYPES, NameOnly, evict, vmrss_mib
 
 K = 10
 RECALL_QUERIES = 500
 BATCH = 10_000
+SIGMA = 0.02  # noise per dimension (on average) added to each mixture before renormalising
+EF_SWEEP = (64, 128, 256, 512)  # ef values the recall probe tries (the product's default is 128)
 GOALS = {"ingest_per_s": 20_000, "rss_gib": 3.0, "cold_open_s": 3.0, "retrieve_p50_ms": 2.0, "recall_at_10": 0.95}
 
 
@@ -56,12 +66,69 @@ def memory() -> dict[str, float]:
     return {f: vmrss_mib(f) for f in fields}
 
 
+# -- corpus ---------------------------------------------------------------------------------------
+def mixtures(docs: np.ndarray, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n distinct unit vectors that look like MiniLM sentence vectors: the real ones first, then
+    convex mixtures of 2-3 random real ones plus noise shaped like the real vectors' own spread
+    (a Gaussian with their covariance, scaled to SIGMA per dimension on average), renormalised.
+    Also each row's heaviest turn. (Isotropic noise would make every neighbourhood 384-dimensional,
+    which sentence vectors are not: their covariance has an effective rank of ~66.)"""
+    rng = np.random.default_rng(seed)
+    real = min(n, len(docs))
+    out = np.empty((n, docs.shape[1]), np.float32)
+    out[:real] = docs[:real]
+    heaviest = np.arange(n, dtype=np.int64) % len(docs)
+    spread, axes = np.linalg.eigh(np.cov(docs.T))
+    shape = (axes * np.sqrt(np.maximum(spread, 0) * docs.shape[1] * SIGMA**2 / spread.sum())).T.astype(np.float32)
+    for lo in range(real, n, 100_000):
+        m = min(100_000, n - lo)
+        picks = rng.integers(0, len(docs), size=(m, 3))
+        weights = rng.dirichlet([1.0, 1.0, 1.0], size=m).astype(np.float32)
+        weights[rng.random(m) < 0.5, 2] = 0.0  # half mix two turns, half three
+        block = np.einsum("nk,nkd->nd", weights, docs[picks])
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        block += rng.standard_normal(size=block.shape, dtype=np.float32) @ shape
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        out[lo : lo + m] = block
+        heaviest[lo : lo + m] = picks[np.arange(m), weights.argmax(axis=1)]
+    return out, heaviest
+
+
+def suffix_words(turns: list[str], count: int = 2_000) -> list[str]:
+    """The turns' ``count`` most frequent words (4+ letters): a unique suffix made of them adds no term
+    to the vocabulary (a unique token per memory, as before, made a 3M-term BM25 vocabulary at 1M)."""
+    counts: dict[str, int] = {}
+    for turn in turns:
+        for word in re.findall(r"[a-z]{4,}", turn.lower()):
+            counts[word] = counts.get(word, 0) + 1
+    return sorted(counts, key=lambda w: (-counts[w], w))[:count]
+
+
+def corpus(turns: list[str], docs: np.ndarray, n: int) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """n memory items (unique texts) and their vectors, row i describing item i."""
+    vectors, heaviest = mixtures(docs, n, seed=n)
+    rng = np.random.default_rng(n + 1)
+    now = datetime.now(timezone.utc)
+    minutes = rng.integers(0, 2 * 365 * 24 * 60, size=n)
+    words = suffix_words(turns)
+    base = len(words)
+    items = []
+    seen: set[str] = set()
+    for i, turn in enumerate(heaviest.tolist()):
+        text = turns[turn]
+        if i >= len(turns) or text in seen:  # i in base-2,000 words: unique up to 8 billion
+            text = f"{text} (re: {words[i // base**2 % base]} {words[i // base % base]} {words[i % base]})"
+        if i < len(turns):
+            seen.add(text)
+        items.append(
+            {"type": TYPES[i % len(TYPES)], "text": text, "created_at": now - timedelta(minutes=int(minutes[i]))}
+        )
+    return items, vectors
+
+
 # -- build ----------------------------------------------------------------------------------------
-def build(
-    path: Path, turns: list[str], docs: np.ndarray, n: int
-) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray]:
-    """Write n memories and their vectors; returns the timings, and per memory its label, vector
-    and the LoCoMo turn it is a copy of."""
+def build(path: Path, turns: list[str], docs: np.ndarray, n: int) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """Write n memories and their vectors; returns the timings, and per memory its label and vector."""
     items, vectors = corpus(turns, docs, n)
     p = mempager.open(path, ACTOR, config=PagerConfig(), embedder=NameOnly())  # type: ignore[arg-type]
     p.workers.stop()  # the vectors are supplied, not embedded
@@ -94,7 +161,7 @@ def build(
         "put_vectors_per_s": round(len(labels) / vectors_s),
         "store_mib": round(path.stat().st_size / 2**20, 1),
     }
-    return out, labels, vectors[rows], rows % len(turns)
+    return out, labels, vectors[rows]
 
 
 # -- the probes (fresh processes) -----------------------------------------------------------------
@@ -154,12 +221,25 @@ def serve_probe(path: Path, queries_file: Path) -> dict[str, Any]:
                 samples[name].append((time.perf_counter() - t0) * 1000)
     found = [[label for label, _ in p.semantic.search_vector(v, K)] for v in qvecs[:RECALL_QUERIES]]
     served = memory()
+    default_ef = p.semantic.index.ef
+    sweep: dict[str, Any] = {}
+    for ef in EF_SWEEP:  # what another ef buys (the lane's search alone, k = 10)
+        p.semantic.index.ef = ef
+        took, hits = [], []
+        for v in qvecs[:RECALL_QUERIES]:
+            t0 = time.perf_counter()
+            hits.append([label for label, _ in p.semantic.search_vector(v, K)])
+            took.append((time.perf_counter() - t0) * 1000)
+        sweep[str(ef)] = {"found": hits, "search": percentiles(took)}
+    p.semantic.index.ef = default_ef
     out = {
         "open_s": round(open_s, 3),
         "semantic": p.semantic.opened_how,
         "lexical": p.lexical.opened_how,
         "latency": {name: percentiles(s) for name, s in samples.items()},
         "found": found,
+        "ef": default_ef,
+        "ef_sweep": sweep,
         "memory_mib": {"before_open": before, "after_open": opened, "after_serving": served},
     }
     p.close()
@@ -168,11 +248,11 @@ def serve_probe(path: Path, queries_file: Path) -> dict[str, Any]:
 
 # -- one size -------------------------------------------------------------------------------------
 def bench_size(
-    n: int, work: Path, turns: list[str], docs: np.ndarray, questions: list[str], qvecs: np.ndarray
+    n: int, work: Path, turns: list[str], docs: np.ndarray, questions: list[str], qvecs: np.ndarray, keep: bool = False
 ) -> dict[str, Any]:
     path = work / f"scale-{n}.duckdb"
     log(f"size {n:,}: ingest")
-    ingest, labels, by_label, turn_of = build(path, turns, docs, n)
+    ingest, labels, by_label = build(path, turns, docs, n)
     log(f"size {n:,}: {ingest['ingest_per_s']:,}/s ingest; building the indexes in a fresh process")
     built = run_probe(["--index-probe", str(path)])
     log(f"size {n:,}: index build + save {built['build_open_s']} + {built['close_with_save_s']} s")
@@ -182,27 +262,24 @@ def bench_size(
     served = run_probe(["--serve-probe", str(path), "--queries-file", str(queries_file)], cold_dir=work)
     truth_rows = exact_top(by_label, qvecs[:RECALL_QUERIES], K)
     truth = [{int(labels[r]) for r in rows} for rows in truth_rows]
+
+    def recall(found: list[list[int]]) -> float:
+        return round(sum(len(t & set(f)) for t, f in zip(truth, found, strict=True)) / (K * len(truth)), 4)
+
     found = served.pop("found")
-    recall = sum(len(t & set(f)) for t, f in zip(truth, found, strict=True)) / (K * len(truth))
-    # The corpus holds n / 5,882 noisy copies of each turn: at 1M the exact top 10 are mostly copies
-    # of one or two turns, scores a hair apart. Which turns the lane found says whether it found the
-    # right memories' content, beside which copies (the recall above).
-    turn = dict(zip(labels.tolist(), turn_of.tolist(), strict=True))
-    truth_turns = [{int(turn_of[r]) for r in rows} for rows in truth_rows]
-    on_turn = sum(sum(turn[x] in t for x in f) for t, f in zip(truth_turns, found, strict=True))
-    turn_recall = on_turn / max(1, sum(len(f) for f in found))
+    sweep = {ef: {"recall_at_10": recall(got.pop("found")), **got} for ef, got in served.pop("ef_sweep").items()}
     log(f"size {n:,}: open {served['open_s']} s, retrieve p50 {served['latency']['retrieve']['p50_ms']} ms")
     for f in work.iterdir():  # the next size starts from an empty directory (and disk)
-        if f.name.startswith(f"scale-{n}"):
+        if f.name.startswith(f"scale-{n}") and not keep:
             subprocess.run(["rm", "-rf", str(f)], check=True)
     return {
         "n": n,
         "ingest": ingest,
         "index_build": built,
         "serve": served,
-        "recall_at_10": round(recall, 4),
-        "found_on_exact_turns": round(turn_recall, 4),
-        "exact_top10_distinct_turns": round(float(np.mean([len(t) for t in truth_turns])), 2),
+        "recall_at_10": recall(found),
+        "ef": served["ef"],
+        "ef_sweep": sweep,
     }
 
 
@@ -244,11 +321,12 @@ def report(rows: list[dict[str, Any]], notes: str) -> str:
         ),
         ("HNSW recall@10 vs exact", lambda r: r["recall_at_10"], ">= 0.95"),
         (
-            "… share of the lane's top 10 that are copies of the exact top 10's turns",
-            lambda r: r.get("found_on_exact_turns", "n/a"),
+            "… recall@10 / search p50 ms at ef = " + " / ".join(str(ef) for ef in EF_SWEEP),
+            lambda r: "; ".join(
+                f"{v['recall_at_10']} / {v['search']['p50_ms']}" for v in r.get("ef_sweep", {}).values()
+            ),
             "",
         ),
-        ("… distinct turns among the exact top 10 (mean)", lambda r: r.get("exact_top10_distinct_turns", "n/a"), ""),
         ("store file MiB", lambda r: r["ingest"]["store_mib"], ""),
     ]
     for title, get, goal in facts:
@@ -326,6 +404,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=0, help="questions per timed op (default: all 1,986)")
     parser.add_argument("--quick", action="store_true", help="10k only, 300 queries; prints, writes no results")
     parser.add_argument("--locomo", type=Path, default=LOCOMO)
+    parser.add_argument("--keep", type=Path, help="work in this directory and keep each size's store (profiling)")
+    parser.add_argument("--no-write", action="store_true", help="print the table, write no results files")
     parser.add_argument("--index-probe", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--serve-probe", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--queries-file", type=Path, help=argparse.SUPPRESS)
@@ -345,29 +425,37 @@ def main() -> None:
     if args.queries:
         questions, qvecs = questions[: args.queries], qvecs[: args.queries]
     rows = []
-    with tempfile.TemporaryDirectory(prefix="mempager-bench-scale-") as work:
+    with tempfile.TemporaryDirectory(prefix="mempager-bench-scale-") as scratch:
+        work = Path(scratch) if args.keep is None else args.keep
+        work.mkdir(parents=True, exist_ok=True)
         for n in args.sizes:
-            rows.append(bench_size(n, Path(work), turns, docs, questions, qvecs))
+            rows.append(bench_size(n, work, turns, docs, questions, qvecs, keep=args.keep is not None))
     load_after = os.getloadavg()
     load = f"{load_before[0]:.2f} / {load_before[1]:.2f} before, {load_after[0]:.2f} / {load_after[1]:.2f} after"
     notes = (
-        f"Data: {len(docs):,} real all-MiniLM-L6-v2 LoCoMo turn vectors tiled to each size (noise sigma 0.02/dim; "
-        f"copy c of turn j is '<turn j> (ref <8 hex>)'), {len(questions):,} LoCoMo questions as queries, their MiniLM "
+        f"Data: {len(docs):,} real all-MiniLM-L6-v2 LoCoMo turn vectors, then distinct synthetic ones up to each "
+        "size: a random convex mixture (Dirichlet weights) of 2 or 3 real turn vectors plus Gaussian noise with "
+        f"the real vectors' covariance (scaled to sigma {SIGMA}/dim on average), renormalised: no two alike, "
+        "none a near-copy; its text is its heaviest turn's with a unique suffix of three of the turns' 2,000 "
+        "most frequent words ('(re: w1 w2 w3)': no new term per memory; a unique token each made a 3M-term "
+        "vocabulary). "
+        f"{len(questions):,} LoCoMo questions as queries, their MiniLM "
         "vectors looked up (query embedding excluded). Pager defaults (fusion `score`, lane depth 50, top_k 8, "
         "budget 6000 tokens; HNSW M=16, ef_construction=200, ef=128). Cold open: a fresh process after the store "
         "and index files were evicted from the page cache; it includes the store, the in-process mirror, both "
         "indexes (checksums verified, caught up with the store), not the embedding model. RSS: VmRSS of that "
         "process (RssAnon = its own memory, RssFile = mapped file pages); a large HNSW index reads its vector rows "
         "from its saved file through the page cache, which is not counted in RSS. Recall: semantic lane top 10 vs "
-        f"an exact scan of the same vectors, first {RECALL_QUERIES} questions. 1-min/5-min load average {load} on "
+        f"an exact scan (numpy, brute force) of the same vectors, first {RECALL_QUERIES} questions; the ef sweep times "
+        f"the lane's search alone. 1-min/5-min load average {load} on "
         f"{os.cpu_count()} cores shared with other engineers' jobs: read p95 as noisy. Code measured: commit "
         f"{code['commit']}"
         + (f" with uncommitted changes in {', '.join(code['uncommitted'])}." if code["uncommitted"] else ".")
     )
     text = report(rows, notes)
-    if args.quick:
+    if args.quick or args.no_write:
         print(text)
-        log("--quick: results files not written")
+        log("results files not written")
         return
     plot(rows, Path(__file__).resolve().parent / "results" / "scale.png")
     path = write_results(

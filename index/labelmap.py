@@ -11,6 +11,7 @@ takes more than ``_SPARSE`` times 4 bytes per label held (plus a floor of 4 MB).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,8 +26,9 @@ class LabelRows:
 
     __slots__ = ("_table", "_base", "_count", "_dict")
 
-    def __init__(self) -> None:
-        self._table = np.empty(0, np.int32)  # row of label base + i, or -1
+    def __init__(self, dtype: type[np.signedinteger[Any]] = np.int32) -> None:
+        """``dtype``: of the values (rows) held; int64 holds any value >= 0, 8 bytes a label."""
+        self._table = np.empty(0, dtype)  # row of label base + i, or -1
         self._base = 0
         self._count = 0
         self._dict: dict[int, int] | None = None  # set when the labels are too sparse for a table
@@ -128,10 +130,10 @@ class LabelRows:
         span = end - start
         if span > max(_SPARSE * (self._count + adding), _FLOOR):
             self._dict = dict(self.items())
-            self._table, self._count = np.empty(0, np.int32), 0
+            self._table, self._count = np.empty(0, self._table.dtype), 0
             return
         size = span if start < self._base or not len(self._table) else max(span, 2 * len(self._table))
-        table = np.full(size, -1, np.int32)
+        table = np.full(size, -1, self._table.dtype)
         if len(self._table):
             table[self._base - start : self._base - start + len(self._table)] = self._table
         self._table, self._base = table, start

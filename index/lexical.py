@@ -5,9 +5,11 @@ Behaviours the owner should know:
 * Scoring: ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` and
   ``score = sum idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` over the distinct query
   terms, where N, df and avgdl count live documents only. Exact: no term is capped or skipped.
-  Defaults k1=1.2, b=0.5 (LoCoMo grid in benchmarks/results/lexical.md: b=0 scores best there,
-  +0.019 R@10, but LoCoMo turns are all about one length; memories are not, so some length
-  normalisation stays, and 0.5 costs less than the textbook 0.75).
+  Defaults k1=0.6, b=0, chosen with context keys (``index.lexical_context``) on LoCoMo halves:
+  conversations 1-5 and 6-10 each pick this point on their own (benchmarks/results/locomo_levers.md,
+  per-half choices; was 1.2 / 0.5 before context keys). b=0 drops length normalisation: a low k1
+  saturates term frequency early, so a long memory gains little from repeating a word, and an
+  episode's context keys (its own text plus its neighbours') are not penalised for being longer.
 * Incremental: each document version gets a fresh *row*; per term, postings are an append-only numpy
   buffer of (row, tf). Removing or replacing a document marks its row dead and updates df, N and the
   total length from that document's own tokens, so a write costs O(terms of the document). Dead
@@ -28,6 +30,7 @@ Behaviours the owner should know:
 from __future__ import annotations
 
 import bisect
+import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -37,7 +40,9 @@ import numpy as np
 import numpy.typing as npt
 
 from mempager.errors import InvalidInput
+from mempager.index.episodes import ContextConfig, Episodes
 from mempager.index.labelmap import LabelRows
+from mempager.index.lexical_context import context_scored
 from mempager.index.lexical_files import MANIFEST, Docs, load_docs, save_docs
 from mempager.index.lexical_postings import PostingLists, to_csr
 from mempager.index.lexical_topk import on_postings
@@ -253,12 +258,21 @@ class State:
 class LexicalIndex:
     """BM25 over memory text. Labels are the store's int64 labels; a cache derived from the store."""
 
-    def __init__(self, *, k1: float = 1.2, b: float = 0.5, tokenizer: TokenizerConfig | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        k1: float = 0.6,
+        b: float = 0.0,
+        tokenizer: TokenizerConfig | None = None,
+        context: ContextConfig | None = None,
+    ) -> None:
         if not (k1 > 0 and 0 <= b <= 1):
             raise InvalidInput(f"BM25 needs k1 > 0 and 0 <= b <= 1, got k1={k1!r}, b={b!r}")
         self.k1, self.b = float(k1), float(b)
         self.tokenizer = Tokenizer(tokenizer or TokenizerConfig())
         self._state = State()
+        # context keys (index.episodes): None, or the timeline of the memories that have them
+        self.episodes = Episodes(context) if context is not None and context.window > 0 else None
         self._lock = threading.Lock()  # guards reading and mutating the state
         self._write_lock = threading.Lock()  # one writer at a time, so a rebuild can run off the state lock
 
@@ -274,14 +288,20 @@ class LexicalIndex:
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def add(self, labels: Sequence[int] | LabelArray, texts: Sequence[str]) -> None:
+    def add(
+        self, labels: Sequence[int] | LabelArray, texts: Sequence[str], times: Sequence[float] | None = None
+    ) -> None:
         """Insert or replace; a label repeated in one call keeps its last text.
 
-        A large batch becomes visible to searches in chunks of ``_CHUNK`` documents.
+        ``times`` (epoch seconds, NaN for none) places each memory in its episode when the index
+        has context keys; a memory without a time has none. A large batch becomes visible to
+        searches in chunks of ``_CHUNK`` documents.
         """
         label_list = np.asarray(labels, dtype=np.int64).reshape(-1).tolist()
         if len(label_list) != len(texts):
             raise InvalidInput(f"add got {len(label_list)} labels but {len(texts)} texts; pass one text per label")
+        if times is not None and len(times) != len(label_list):
+            raise InvalidInput(f"add got {len(label_list)} labels but {len(times)} times; pass one time per label")
         latest = dict(zip(label_list, texts, strict=True))
         for text in latest.values():
             if not isinstance(text, str):
@@ -296,12 +316,37 @@ class LexicalIndex:
                     state.remove(label for label, _ in chunk)
                     counts, tok_term, tok_pos = state.ingest(self.tokenizer, raws)
                     state.append([label for label, _ in chunk], counts, tok_term, tok_pos)
+            if self.episodes is not None:
+                when = dict(zip(label_list, times if times is not None else [math.nan] * len(label_list), strict=True))
+                with self._lock:
+                    self._place(list(latest), [when[x] for x in latest])
             self._compact_if_due()
+
+    def place(self, labels: Sequence[int], times: Sequence[float]) -> None:
+        """Put indexed memories in their episodes (``times`` in epoch seconds, NaN: none).
+
+        For an index loaded from files, whose episodes the owner reads from its store.
+        """
+        if self.episodes is None:
+            return
+        with self._write_lock, self._lock:
+            self._place(np.asarray(labels, np.int64).tolist(), np.asarray(times, np.float64).tolist())
+
+    def _place(self, labels: list[int], times: list[float]) -> None:
+        assert self.episodes is not None
+        lab = np.asarray(labels, np.int64)
+        t = np.asarray(times, np.float64)
+        rows = self._state.label_row.rows_of(lab)
+        keep = ~np.isnan(t) & (rows >= 0)
+        self.episodes.remove(lab[~keep].tolist())
+        self.episodes.add(lab[keep], t[keep], self._state.doclen[rows[keep]])
 
     def remove(self, labels: Iterable[int]) -> None:
         wanted = [int(x) for x in labels]
         with self._write_lock:
             with self._lock:
+                if self.episodes is not None:
+                    self.episodes.remove(wanted)
                 self._state.remove(wanted)
             self._compact_if_due()
 
@@ -320,6 +365,12 @@ class LexicalIndex:
             return []
         with self._lock:
             state = self._state
+            if self.episodes is not None and len(self.episodes):
+                deep = k if allow is None else len(state.label_row)
+                top, _ = context_scored(state, terms, deep, (), self.episodes, self.k1, self.b)
+                if allow is not None:
+                    top = [hit for hit in top if hit[0] in allow]
+                return top[:k]
             scores = state.scores(terms, self.k1, self.b)
             rows = np.flatnonzero(scores > 0)  # a bool scan: far cheaper than nonzero on floats
             if state.dead_rows:
@@ -342,6 +393,8 @@ class LexicalIndex:
         if not terms:
             return [], dict.fromkeys(wanted, 0.0)
         with self._lock:
+            if self.episodes is not None and len(self.episodes):
+                return context_scored(self._state, terms, k, wanted, self.episodes, self.k1, self.b)
             return top_scored(self._state, terms, k, wanted, self.k1, self.b)
 
     def match(self, query: str, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
@@ -375,4 +428,6 @@ class LexicalIndex:
         state = State.build(docs)
         with self._write_lock, self._lock:
             self._state = state
+            if self.episodes is not None:  # the owner places the loaded memories (``place``)
+                self.episodes = Episodes(self.episodes.config)
         return meta

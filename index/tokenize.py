@@ -14,7 +14,8 @@ Positions: parts of one identifier take consecutive positions; the whole sits at
 position; a dropped stopword still uses a position, so phrase queries keep their gaps.
 
 Choices measured on LoCoMo evidence recall (benchmarks/results/lexical.md, R@10 at k1=1.2, b=0.5):
-light stemming 0.608 vs plurals only 0.586 vs none 0.573; dropping stopwords +0.047; identifier
+light stemming 0.608 vs plurals only 0.586 vs none 0.573 (Snowball, the default since issue 19,
+beat the light stemmer on both halves: benchmarks/results/locomo_levers.md); dropping stopwords +0.047; identifier
 parts are neutral there (-0.001..+0.003) and exist for identifier queries, which LoCoMo lacks.
 Further suffixes (-ly, -er, -ness, -ment, -ful) moved R@10 by at most +0.002, so they stay out.
 """
@@ -30,7 +31,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-StemMode = Literal["none", "plural", "light"]
+StemMode = Literal["none", "plural", "light", "snowball"]
 Int64s = npt.NDArray[np.int64]
 Int32s = npt.NDArray[np.int32]
 TOKENIZER_VERSION = 1
@@ -92,10 +93,23 @@ def _strip_plural(word: str) -> str:
     return word[:-1]
 
 
+_SNOWBALL: list[Any] = []  # the PyStemmer English stemmer, made on first use
+
+
+def _snowball(word: str) -> str:
+    if not _SNOWBALL:
+        import Stemmer  # PyStemmer (C); lazily, so `import mempager` stays light
+
+        _SNOWBALL.append(Stemmer.Stemmer("english"))
+    return str(_SNOWBALL[0].stemWord(word)) if word.isalpha() else word
+
+
 def stem_word(word: str, mode: StemMode) -> str:
-    """A small suffix stripper (plurals, -ing, -ed), not Porter: cheap, predictable, reversible by eye."""
+    """Snowball English (the default), or a small suffix stripper (plurals, -ing, -ed)."""
     if mode == "none":
         return word
+    if mode == "snowball":
+        return _snowball(word)
     word = _strip_plural(word)
     if mode == "plural":
         return word
@@ -158,7 +172,9 @@ _NOTHING = Unit.of((), ())
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TokenizerConfig:
-    stem: StemMode = "light"
+    # Snowball (PyStemmer) since issue 19: on LoCoMo halves it beat the light stemmer alone
+    # (+0.004 / +0.010 mean recall) and beside context keys (+0.006); benchmarks/results/locomo_levers.md
+    stem: StemMode = "snowball"
     subtokens: bool = True  # emit identifier parts next to the whole token
     stopwords: bool = True
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mempager.config import PagerConfig
+from mempager.consolidation.report import SaveResult, Wrap
 from mempager.core import Pager
 from mempager.paging.assemble import page_arguments
 from mempager.paging.page import Page
@@ -137,3 +138,18 @@ class AsyncPager:
 
     async def stats(self) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync_pager.stats)
+
+    # consolidation: session wraps and the continuity
+    async def prepare_wrap(self, *, session_id: str | None = None) -> Wrap:
+        return await asyncio.to_thread(functools.partial(self.sync_pager.prepare_wrap, session_id=session_id))
+
+    async def save_continuity(
+        self, text: str, *, affect: object = None, allow_shrink: object = False, session_id: str | None = None
+    ) -> SaveResult:
+        call = functools.partial(
+            self.sync_pager.save_continuity, text, affect=affect, allow_shrink=allow_shrink, session_id=session_id
+        )
+        return await asyncio.to_thread(call)
+
+    async def continuity(self) -> str:
+        return await asyncio.to_thread(self.sync_pager.continuity)

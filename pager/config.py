@@ -11,11 +11,14 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mempager.errors import ConfigError
+from mempager.errors import ConfigError, InvalidInput
 from mempager.tokens import estimate_tokens
 from mempager.types import MemoryType
+
+if TYPE_CHECKING:
+    from mempager.index.episodes import ContextConfig
 
 # Half-lives (days) of the recency term of the salience score. Events fade fastest; what the
 # user told us about themselves fades slowest. Decay only re-orders: see pager.salience.
@@ -47,6 +50,9 @@ class PagerConfig:
     retrieval_budget_tokens: int = 6000
     patterns_budget_tokens: int = 1000
     page_budget_tokens: int = 8000  # the whole page; retrieval gets what pinned and procedures leave
+    # the continuity (the agent's own compressed session memory, consolidation/) is pinned too, in
+    # its own fenced section under this budget, on top of pinned_budget_tokens
+    continuity_budget_tokens: int = 1500
     retrieval_top_k: int = 8
     profile_limit: int = 12
     # writes
@@ -57,15 +63,30 @@ class PagerConfig:
     lane_depth: int = 50
     # Fusion: "score" sums each lane's normalised score with these weights (chosen on LoCoMo,
     # see README "Recall at a budget"); "rrf" is weighted reciprocal-rank fusion with rrf_k.
+    # "time": memories created on a date the query names (lanes.when, chosen on LoCoMo halves);
+    # "prior": salience's recency and importance among the memories that matched the content
+    # (a constant on LoCoMo, whose turns are years old and alike; measured on the generated
+    # knowledge-update workload: benchmarks/results/longmemeval_updates.md).
     fusion: str = "score"
     lane_weights: Mapping[str, float] = field(
-        default_factory=lambda: _frozen({"semantic": 0.5, "lexical": 0.5, "salience": 0.2})
+        default_factory=lambda: _frozen({"semantic": 0.5, "lexical": 0.5, "salience": 0.2, "time": 0.4, "prior": 0.1})
     )
     # the best memories the semantic lane cannot see yet (not embedded) always get this many of
     # the k places: a fresh write is recallable even when weak matches outscore it
     salience_reserve: int = 2
     semantic_floor: float = 0.1
     rrf_k: int = 60
+    # The lexical lane scores a memory of the context types as its text plus its episode's
+    # neighbours (index.episodes): context_window on each side, the one d steps away counting
+    # context_decay**d. An episode: consecutive memories at most episode_gap_seconds apart.
+    # Chosen on LoCoMo halves (benchmarks/results/locomo_levers.md); 0 turns it off.
+    context_window: int = 2
+    context_decay: float = 0.5
+    episode_gap_seconds: float = 1800.0
+    context_types: tuple[MemoryType, ...] = (MemoryType.EVENT,)
+    # The time lane (lanes.when): a memory created up to this many days after a date the query
+    # names still counts as from that date (events are told after they happen). LoCoMo halves.
+    time_after_days: int = 3
     # "unindexed": salience ranks only what the semantic lane cannot see yet (fresh writes, a
     # failing embedder); "all": every memory of the salience types. Chosen on LoCoMo, see README.
     salience_mode: str = "unindexed"
@@ -139,6 +160,7 @@ class PagerConfig:
     def __post_init__(self) -> None:
         for name in (
             "pinned_budget_tokens",
+            "continuity_budget_tokens",
             "retrieval_budget_tokens",
             "retrieval_top_k",
             "profile_limit",
@@ -212,6 +234,20 @@ class PagerConfig:
         object.__setattr__(self, "salience_weights", _frozen(self.salience_weights))
         object.__setattr__(self, "half_life_days", _frozen(self.half_life_days))
         object.__setattr__(self, "salience_types", tuple(MemoryType(t) for t in self.salience_types))
+        object.__setattr__(self, "context_types", tuple(MemoryType(t) for t in self.context_types))
+        self.context()  # ContextConfig checks its own ranges
+        after = self.time_after_days
+        if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= 366:
+            raise ConfigError(f"time_after_days must be a whole number of days in 0..366, got {after!r}")
+
+    def context(self) -> ContextConfig:
+        """What the lexical lane folds into a memory's keys (index.episodes)."""
+        from mempager.index.episodes import ContextConfig  # lazily: numpy stays out of `import mempager`
+
+        try:
+            return ContextConfig(self.context_window, self.context_decay, self.episode_gap_seconds)
+        except InvalidInput as exc:
+            raise ConfigError(f"{exc}; set context_window / context_decay / episode_gap_seconds") from exc
 
     def _check_embedding(self) -> None:
         if isinstance(self.hnsw_m, bool) or not isinstance(self.hnsw_m, int) or self.hnsw_m < 2:

@@ -13,6 +13,7 @@ config it needs (see ``Pager.__init__`` for the wiring):
     ModelMigration  maintenance/migration.py  reembed, finalize_migration
     Transfer        maintenance/transfer.py   export, import_memories, backup
     EmbedWorkers    maintenance/workers.py    background embedding
+    Consolidator    consolidation/wrap.py     prepare_wrap, save_continuity, continuity
 
 The public methods stay here and delegate; this module also owns the lifecycle (open the
 lanes, listen to the store, close and save) and ``stats``.
@@ -23,12 +24,15 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mempager.clock import Clock
 from mempager.config import PagerConfig
+from mempager.consolidation.report import SaveResult, Wrap
+from mempager.consolidation.schema import SectionSchema
+from mempager.consolidation.wrap import Consolidator
 from mempager.errors import MemoryNotFound
 from mempager.lanes.filters import where_of
 from mempager.lanes.opening import open_lanes
@@ -43,6 +47,7 @@ from mempager.patterns import Pattern, PatternSpec
 from mempager.procedural.procedures import Procedures
 from mempager.procedural.review import ReviewQueue
 from mempager.protocols import Embedder, Store
+from mempager.status import pager_stats
 from mempager.store.base import translate
 from mempager.store.journal import ReviewItem
 from mempager.types import AuditEntry, AuditReport, Memory, MemoryType, PutResult, Snippet
@@ -146,6 +151,7 @@ class Pager:
             store, actor, semantic=self.semantic, workers=self.workers, worker_count=config.embed_workers
         )
         self._build = build
+        self.consolidation = Consolidator(store, actor, config, self._clock)
         try:  # killed between a forget and its erasure: finish the erasure before serving
             self.eraser.recover()
         except BaseException:
@@ -471,28 +477,24 @@ class Pager:
         return self.store.verify_audit()
 
     def stats(self) -> dict[str, Any]:
-        pending = self.store.pending_stats(self.actor, self.semantic.model)
-        lag = None
-        if pending.oldest_created_at is not None:
-            lag = (datetime.now(timezone.utc) - pending.oldest_created_at).total_seconds()
-        counts = self.store.counts(self.actor)
-        return {
-            "store": self.store.location,
-            "actor": self.actor,
-            "memories": sum(counts.values()),
-            "by_type": counts,
-            "embedder": self.semantic.model,
-            "active_model": self.migration.active,
-            "embedding": "off: reading with another model than the active one"
-            if self.migration.reading_only
-            else ("on" if self.workers.threads else "off in this process (embed_workers=0)"),
-            "embedder_candidates": self.embedder_report,
-            "vectors_indexed": len(self.semantic),
-            "pending_embeddings": pending.count,
-            "failing_embeddings": pending.failing,
-            "embedding_lag_seconds": lag,
-            "last_embed_error": self.workers.last_error,
-            "vector_models": self.store.vector_models(self.actor),
-            "patterns_by_stage": self.pattern_stages(),
-            "erasure": self.eraser.queue.status(),
-        }
+        """Counts, embedding progress and lag, vector models, pattern stages, erasure (pager/status.py)."""
+        return pager_stats(self)
+
+    # -- consolidation (Consolidator) ------------------------------------------------------------
+    def prepare_wrap(self, *, session_id: str | None = None) -> Wrap:
+        """Open this actor's session wrap (or the open one): its frozen episodes and the LLM's ``package``."""
+        return self.consolidation.prepare_wrap(session_id=session_id)
+
+    def save_continuity(
+        self, text: str, *, affect: object = None, allow_shrink: object = False, session_id: str | None = None
+    ) -> SaveResult:
+        """Validate the LLM's compressed ``text`` and save it as the continuity (consolidation/wrap.py)."""
+        return self.consolidation.save_continuity(text, affect=affect, allow_shrink=allow_shrink, session_id=session_id)
+
+    def continuity(self) -> str:
+        """The current continuity document ("" before the first wrap); it is pinned in every page."""
+        return self.consolidation.continuity()
+
+    def set_section_schema(self, schema: SectionSchema | str) -> None:
+        """The continuity's sections: a ``SectionSchema`` or a preset ("default", "partnership")."""
+        self.consolidation.set_section_schema(schema)

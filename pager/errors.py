@@ -89,3 +89,19 @@ class NonFiniteVector(EmbedderError):
 
 class IndexStale(PagerError):
     """A saved index does not match the store (other model, other generation, corrupt)."""
+
+
+class ConsolidationError(PagerError):
+    """A session wrap could not go ahead; the message says what to do instead."""
+
+
+class WrapNotOpen(ConsolidationError):
+    """``save_continuity`` without an open wrap: call ``prepare_wrap()`` first (once per save)."""
+
+
+class ContinuityInvalid(ConsolidationError, InvalidInput):
+    """The continuity text does not follow the store's section schema; nothing was saved."""
+
+
+class ShrinkRefused(ConsolidationError):
+    """The new continuity would gut protected sections; the wrap stays open for a fuller one."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -86,6 +86,116 @@ class SalienceParams:
     w_importance: float
     w_strength: float
     w_access: float
+
+
+# -- consolidation (session wraps, continuity, pattern history, associations) ---------------------
+@dataclass(frozen=True, slots=True)
+class WrapRecord:
+    """One session wrap: opened by ``prepare_wrap`` over a frozen snapshot, closed by one save."""
+
+    actor: str
+    number: int  # 1, 2, ... per actor
+    status: str  # open | saved
+    opened_at: datetime
+    saved_at: datetime | None
+    labels: tuple[int, ...]  # the snapshot: labels of the memories this wrap consolidates
+    session_id: str | None
+    metrics: Mapping[str, Any]  # what the save measured (for ``mempager diff``); {} while open
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuityVersion:
+    version: int
+    wrap: int
+    text: str
+    saved_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PatternRecord:
+    """What the immune system remembers of one pattern line across wraps."""
+
+    key: str  # the normalised pattern text
+    name: str
+    level: int  # 1..3 as last saved
+    max_level: int  # the high-water level it ever earned
+    grounded_on: date | None  # the last wrap's day that grounded it with valid evidence
+    explanations: tuple[str, ...]  # the explanations of that grounding (the rephrase check)
+    in_continuity: bool  # present in the latest saved continuity
+
+
+@dataclass(frozen=True, slots=True)
+class AssociationLink:
+    """A lateral link between two memories cited together (``a < b``, labels)."""
+
+    a: int
+    b: int
+    strength: float
+    last_wrap: int  # the last wrap that reinforced it
+    affect_tag: str | None
+    affect_intensity: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationState:
+    schema: str | None  # the section schema as JSON; None: the default schema
+    citations_seen: bool  # some saved wrap cited evidence (ends the bare-graduation exemption)
+    last_label: int  # memories with a label above this are the next wrap's episodes
+    wraps: int  # wraps saved so far
+    open: WrapRecord | None
+    baton: str | None  # the session allowed to consolidate when several are live
+
+
+@dataclass(frozen=True, slots=True)
+class WrapCommit:
+    """Everything one save changes, written in one transaction (or not at all)."""
+
+    number: int
+    text: str
+    patterns: tuple[PatternRecord, ...]  # the actor's whole pattern history after this wrap
+    links: tuple[AssociationLink, ...]  # the actor's whole association graph after this wrap
+    citations_seen: bool
+    metrics: Mapping[str, Any]
+    audit: tuple[tuple[str, str, str], ...]  # (op, uri, content_hash) entries besides ``wrap.save``
+
+
+class ConsolidationStore(Protocol):
+    """The persistent side of consolidation; ``Store.consolidation`` of every backend."""
+
+    def state(self, actor: str) -> ConsolidationState: ...
+
+    def open_wrap(self, actor: str, session_id: str | None, limit: int) -> WrapRecord | None:
+        """The actor's open wrap, else a new one over (at most ``limit``) memories written since
+        the last saved wrap; None when there are none."""
+        ...
+
+    def commit_wrap(self, actor: str, commit: WrapCommit) -> int:
+        """Save the continuity of open wrap ``commit.number``; the new version. ``WrapNotOpen`` else."""
+        ...
+
+    def record_event(self, actor: str, op: str, uri: str, content_hash: str) -> None: ...
+
+    def set_schema(self, actor: str, schema: str) -> None: ...
+
+    def continuity(self, actor: str, limit: int = 1) -> list[ContinuityVersion]:
+        """Newest first."""
+        ...
+
+    def wraps(self, actor: str, limit: int = 20) -> list[WrapRecord]:
+        """Newest first."""
+        ...
+
+    def patterns(self, actor: str) -> list[PatternRecord]: ...
+
+    def links(self, actor: str, labels: Sequence[int] | None = None) -> list[AssociationLink]:
+        """The actor's links (only those touching ``labels`` when given), strongest first."""
+        ...
+
+    def session_seen(self, actor: str, session_id: str, now: datetime) -> None: ...
+
+    def live_sessions(self, actor: str, since: datetime) -> list[str]: ...
+
+    def take_baton(self, actor: str, session_id: str) -> None: ...
 
 
 class Store(Protocol):
@@ -236,6 +346,11 @@ class Store(Protocol):
     def add_audit_listener(self, listener: Any) -> None: ...
 
     def remove_audit_listener(self, listener: Any) -> None: ...
+
+    @property
+    def consolidation(self) -> ConsolidationStore:
+        """Session wraps, continuity versions, pattern history, associations."""
+        ...
 
     def close(self) -> None: ...
 

@@ -78,6 +78,11 @@ PAGER_DOCS: dict[str, tuple[str, str]] = {
         "Tokens for the pinned block (identity, rules, constraints, profile, goal), shown on every turn. "
         "Raise it when rules or constraints get cut; `page --explain` reports what was cut.",
     ),
+    "continuity_budget_tokens": (
+        BUDGETS,
+        "Tokens for the continuity (the document the agent's last session wrap saved), pinned in its own "
+        "fenced section after the pinned block; lines past the budget are cut with a visible marker.",
+    ),
     "retrieval_budget_tokens": (
         BUDGETS,
         "Tokens for retrieved memories, in a page and as the default budget of `retrieve`. "
@@ -118,6 +123,31 @@ PAGER_DOCS: dict[str, tuple[str, str]] = {
         RETRIEVAL,
         "Places out of `k` kept for the best memories the semantic lane cannot see yet (not embedded), "
         "so a fresh write is recallable at once; 0 turns this off.",
+    ),
+    "context_window": (
+        RETRIEVAL,
+        "Neighbours on each side whose text the lexical lane folds into a memory's search keys "
+        "(memories of `context_types` in the same episode); the page still shows the memory's own "
+        "text. 0 turns it off. Chosen on LoCoMo halves: +0.07 R@10 on each.",
+    ),
+    "context_decay": (
+        RETRIEVAL,
+        "Share of its term frequencies a neighbour d steps away adds to a memory's keys: decay**d, in (0, 1].",
+    ),
+    "episode_gap_seconds": (
+        RETRIEVAL,
+        "Consecutive memories (by creation time) further apart than this belong to different episodes "
+        "and never share keys.",
+    ),
+    "time_after_days": (
+        RETRIEVAL,
+        "The time lane counts a memory created up to this many days after a date the query names "
+        '("8 May 2023", "May 2023", "in June") as from that date; its weight is '
+        '`lane_weights["time"]` (0 turns the lane off).',
+    ),
+    "context_types": (
+        RETRIEVAL,
+        "Memory types scored with their episode's neighbours (conversation turns are events).",
     ),
     "semantic_floor": (
         RETRIEVAL,

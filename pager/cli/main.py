@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from mempager import __version__
-from mempager.cli import config_cmd, handlers, relay
+from mempager.cli import config_cmd, handlers, relay, wrap_cmd
 from mempager.cli import transfer as transfer_cli
 from mempager.config import EMBEDDER_CHOICES, PagerConfig
 from mempager.errors import InvalidInput, PagerError
@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--goal", default=None, help="goal for the pinned-block resource")
     transfer_cli.add_parsers(sub, common)  # export, import, backup
     config_cmd.add_parser(sub, common)  # config: reads the environment only
+    wrap_cmd.add_parsers(sub, common)  # wrap prepare|save, continuity, graph, diff
     return parser
 
 
@@ -300,6 +301,8 @@ def _run(args: argparse.Namespace, opener: Callable[[argparse.Namespace], Any]) 
         return _serve(args)
     if args.command in transfer_cli.COMMANDS:
         return transfer_cli.run(args, opener)
+    if args.command in wrap_cmd.COMMANDS:
+        return wrap_cmd.run(args, opener)
     with opener(args) as p:
         cmd = args.command
         if cmd == "init":

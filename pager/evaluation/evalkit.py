@@ -91,7 +91,7 @@ def pager_variant(name: str, config: PagerConfig) -> Variant:
     salience = "salience" if config.salience_mode == "unindexed" else "salience_all"
     return Variant(
         name,
-        {"semantic": "semantic", "lexical": "lexical", "salience": salience},
+        {"semantic": "semantic", "lexical": "lexical", "salience": salience, "time": "time", "prior": "prior"},
         dict(config.lane_weights),
         config.fusion,
         config.rrf_k,

@@ -9,6 +9,7 @@ open it is verified, caught up from the store, or rebuilt.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,22 +18,36 @@ from typing import Any
 import numpy as np
 
 from mempager.errors import IndexStale
+from mempager.index.episodes import ContextConfig
 from mempager.patterns import text_for_index
-from mempager.types import Memory
+from mempager.types import Memory, MemoryType
 
 log = logging.getLogger("mempager.lexical")
 
 
 class LexicalLane:
-    def __init__(self, store: Any, actor: str, directory: Path | None, store_id: str = "") -> None:
+    def __init__(
+        self,
+        store: Any,
+        actor: str,
+        directory: Path | None,
+        store_id: str = "",
+        context: ContextConfig | None = None,
+        context_types: tuple[MemoryType, ...] = (MemoryType.EVENT,),
+    ) -> None:
         from mempager.index.lexical import LexicalIndex  # lazily: `import mempager` stays light
 
-        self._make = LexicalIndex
+        def make() -> Any:
+            return LexicalIndex(context=context)
+
+        self._make = make
         self.store = store
         self.actor = actor
         self.directory = directory
         self.store_id = store_id
-        self.index: Any = LexicalIndex()
+        # memories of these types are scored with their episode's neighbours (index.episodes)
+        self.context_types = context_types if context is not None and context.window > 0 else ()
+        self.index: Any = self._make()
         self.lock = threading.RLock()
         self.dirty = False  # a listener failed: rebuild before the next search
         self.changed = True  # anything the saved files lack
@@ -58,6 +73,7 @@ class LexicalLane:
             labels, texts = self.store.texts_since(self.actor, 0)
             if labels:
                 self.index.add(labels, [text_for_index(t) for t in texts])
+            self._place_all()
             self.dirty = False
             self.changed = True
             self.opened_how = f"rebuilt ({why}): {len(labels)} documents"
@@ -73,6 +89,7 @@ class LexicalLane:
             self.index.remove(extra.tolist())
         if len(self.index) != len(live):
             return self.rebuild(f"{len(self.index)} indexed vs {len(live)} stored after catch-up")
+        self._place_all()
         self.opened_how = f"loaded: +{len(labels)} caught up, -{len(extra)} removed"
         self.changed = bool(labels or len(extra))
         return self.opened_how
@@ -94,12 +111,32 @@ class LexicalLane:
             self.changed = True
             try:
                 if upserted:
-                    self.index.add([m.label for m in upserted], [text_for_index(m.text) for m in upserted])
+                    self.index.add(
+                        [m.label for m in upserted],
+                        [text_for_index(m.text) for m in upserted],
+                        [self._time(m) for m in upserted],
+                    )
                 if removed:
                     self.index.remove(list(removed))
             except Exception:  # noqa: BLE001 - the write is durable; rebuild the cache before it is read
                 log.exception("lexical index update failed for actor %s; it will be rebuilt", self.actor)
                 self.dirty = True
+
+    def _time(self, m: Memory) -> float:
+        """A memory's place in its episode (epoch seconds), NaN when its type has no context keys."""
+        return m.created_at.timestamp() if m.type in self.context_types else math.nan
+
+    def _place_all(self) -> None:
+        """Every indexed memory of the context types in its episode (after a rebuild or a load)."""
+        if not self.context_types:
+            return
+        columns = getattr(self.store, "created_of_types", None)  # the embedded store's mirror: arrays
+        if columns is not None:
+            labels, times = columns(self.actor, list(self.context_types))
+            self.index.place(labels, times)
+            return
+        found = self.store.of_types(self.actor, list(self.context_types), order="oldest", limit=2**62)
+        self.index.place([m.label for m in found], [m.created_at.timestamp() for m in found])
 
     def search(self, query: str, k: int) -> list[tuple[int, float]]:
         with self.lock:

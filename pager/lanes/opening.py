@@ -30,7 +30,7 @@ def open_lanes(
     lexical: LexicalLaneLike
     native = getattr(store, "native_lanes", None)
     if native is not None:  # a server store that answers both lanes itself (many processes)
-        semantic, lexical = native(actor, embedder)
+        semantic, lexical = native(actor, embedder, config.context(), config.context_types)
     else:  # the embedded store: per-process caches derived from the store, saved beside it
         index_dir = Path(store.location + ".index")
         store_id = getattr(store, "store_id")  # noqa: B009 - only the embedded store has one
@@ -45,11 +45,26 @@ def open_lanes(
             ef=config.hnsw_ef,
             max_deleted_share=config.hnsw_max_deleted_share,
         )
-        lexical = LexicalLane(store, actor, index_dir / slug(actor) / "lexical", store_id=store_id)  # actor_index_dir
-    # Two caches from two sets of files: loaded side by side (file reads, hashing, DuckDB and
-    # numpy release the GIL), so opening costs about the slower of the two, not their sum.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mempager-open") as pool:
+        lexical = LexicalLane(  # actor_index_dir
+            store,
+            actor,
+            index_dir / slug(actor) / "lexical",
+            store_id=store_id,
+            context=config.context(),
+            context_types=config.context_types,
+        )
+    # Two caches from two sets of files, and the store's in-process mirror (both lanes need it):
+    # loaded side by side (file reads, checksums, DuckDB and numpy release the GIL), so opening
+    # costs about the slowest of the three, not their sum. The mirror starts at once: the HNSW
+    # graph's checksum pass is mostly disk time it can use.
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="mempager-open") as pool:
+        mirrored = pool.submit(store.live_labels, actor) if native is None else None
         lexical_opened = pool.submit(lexical.open)
         semantic.open()
         lexical_opened.result()
+        if mirrored is not None:
+            mirrored.result()
+    release = getattr(store, "release_cache", None)  # the embedded store: DuckDB's read cache
+    if release is not None:
+        release()
     return semantic, lexical

@@ -1,9 +1,10 @@
-"""Page-fault retrieval: three lanes, fusion, re-check against the store, packing; explicit recall and get."""
+"""Page-fault retrieval: lanes (semantic, lexical, salience, time, prior), fusion, re-check, packing; recall, get."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,6 +18,7 @@ from mempager.lanes.fusion import UNEMBEDDED, Cut, Fused, FusedOrder, Packer, Sh
 from mempager.lanes.lines import line
 from mempager.lanes.rows import hydrator
 from mempager.lanes.salience import SalienceBreakdown, params_from_config, salience_score
+from mempager.lanes.when import TimeLane
 from mempager.protocols import LexicalLaneLike, SemanticLaneLike, Store
 from mempager.types import Memory, MemoryType, Snippet, Source
 from mempager.validate import check_text, check_type, make_uri, parse_since, parse_time, parse_uri
@@ -53,6 +55,7 @@ class Retriever:
         self.clock = clock
         self.semantic = semantic
         self.lexical = lexical
+        self.when = TimeLane(store, actor, after_days=config.time_after_days)
         self._line_costs: dict[tuple[Any, ...], int] = {}
         self._floors: dict[Callable[[str], int], int] = {}  # token estimator -> the cheapest line's cost
         self._hydrate = hydrator(store, actor)
@@ -95,7 +98,12 @@ class Retriever:
         except PagerError as exc:  # a failing embedder degrades retrieval, it does not stop it
             log.warning("semantic lane skipped for this query: %s", exc)
         semantic_labels = [label for label, _ in lanes.get("semantic", ())]
-        lanes["lexical"], completions["lexical"] = self.lexical.search_scored(query, depth, semantic_labels)
+        windows = self.when.windows(query) if self.config.lane_weights.get("time", 0.0) > 0 else []
+        timed = self.when.search(windows, depth) if windows else []
+        if timed:
+            lanes["time"] = timed
+        also = semantic_labels + [label for label, _ in timed]
+        lanes["lexical"], completions["lexical"] = self.lexical.search_scored(query, depth, also)
         params = params_from_config(self.config, self.clock())
         unembedded = (
             before.union(self.semantic.unembedded_labels()) if unindexed else set(self.semantic.unembedded_labels())
@@ -104,9 +112,28 @@ class Retriever:
         lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth, only)
         if vector is not None:
             seen = set(semantic_labels)
-            others = {label for name in ("lexical", "salience") for label, _ in lanes[name] if label not in seen}
+            others = {
+                label
+                for name in ("lexical", "salience", "time")
+                for label, _ in lanes.get(name, ())
+                if label not in seen
+            }
             completions["semantic"] = self.semantic.scores_for(vector, sorted(others))
             completions[UNEMBEDDED] = dict.fromkeys(sorted(others & unembedded), 0.0)
+        prior = self.config.lane_weights.get("prior", 0.0)
+        if prior > 0:  # salience in steady state: a bounded prior among what matched the content
+            floor = self.config.semantic_floor  # a semantic hit at or below it scores 0: not a match
+            content = {label for label, score in lanes.get("semantic", ()) if score > floor}
+            content.update(label for name in ("lexical", "time") for label, _ in lanes.get(name, ()))
+            if content:
+                recency_and_importance = replace(params, w_access=0.0, w_strength=0.0)
+                lanes["prior"] = self.store.salience(
+                    self.actor, self.config.salience_types, recency_and_importance, len(content), sorted(content)
+                )
+        if windows:  # the time lane scores every candidate created inside the query's dates
+            in_time = {label for label, _ in timed}
+            rest = {label for hits in lanes.values() for label, _ in hits if label not in in_time}
+            completions["time"] = self.when.inside(windows, sorted(rest))
         return lanes, completions
 
     def fuse(self, lanes: dict[str, list[tuple[int, float]]], completions: dict[str, dict[int, float]]) -> FusedOrder:

@@ -44,6 +44,7 @@ except ImportError as exc:  # a PagerError, so `mempager serve` prints one line 
         f"mempager serve needs the MCP Python SDK 2.x ({exc}); install it with: pip install 'mempager[mcp]'"
     ) from exc
 
+from mempager.mcp import wrap_tools
 from mempager.mcp.models import (
     FeedbackResult,
     ForgetResult,
@@ -321,7 +322,7 @@ _ANNOTATIONS = {
     "forget": ToolAnnotations(title="Forget", read_only_hint=False, destructive_hint=True, idempotent_hint=True),
     "stats": ToolAnnotations(title="Stats", read_only_hint=True),
 }
-TOOL_NAMES = tuple(PREFIX + name for name in _ANNOTATIONS)
+TOOL_NAMES = tuple(PREFIX + name for name in (*_ANNOTATIONS, *wrap_tools.ANNOTATIONS))
 MEMORY_TEMPLATE = "mempager://memory/{actor}/{type}/{id}"
 PROMPT_NAMES = ("memory_turn",)
 
@@ -336,6 +337,7 @@ def build_server(pager: Pager, goal: str | None = None) -> MCPServer[Any]:
         fn = getattr(tools, name)
         description = " ".join((fn.__doc__ or "").split())
         server.add_tool(fn, name=PREFIX + name, description=description, annotations=hints, structured_output=True)
+    wrap_tools.register(server, pager, _call, PREFIX)  # memory_prepare_wrap, memory_save_continuity, continuity
     about = f"goal {goal!r}" if goal else "the stored goal"
     server.resource(
         f"mempager://{pager.actor}/pinned",

@@ -15,6 +15,7 @@ from mempager.lanes.filters import ANYTHING, Where
 from mempager.lanes.fusion import Cut, is_current
 from mempager.lanes.lines import neutral
 from mempager.lanes.retrieval import Retriever
+from mempager.paging.continuity import render_continuity
 from mempager.paging.page import (
     AVOID_HEADER,
     FENCE_TOKENS,
@@ -45,8 +46,11 @@ class PageAssembler:
         self.retriever = retriever
         self.procedures = procedures
 
-    def pinned_block(self, goal: str | None = None, *, budget: int | None = None) -> PinnedBlock:
-        """The pinned block within ``budget`` tokens (default ``pinned_budget_tokens``)."""
+    def pinned_block(
+        self, goal: str | None = None, *, budget: int | None = None, total: int | None = None
+    ) -> PinnedBlock:
+        """The pinned block within ``budget`` tokens (default ``pinned_budget_tokens``), then the
+        continuity within ``continuity_budget_tokens`` (and what ``total`` leaves of the two)."""
         now = datetime.now(timezone.utc)
         if goal is not None:
             goal = check_text(goal, self.config.max_text_bytes, "goal")
@@ -71,13 +75,27 @@ class PageAssembler:
         )
         if goal_uris and goal is not None and goal.strip():
             block = replace(block, uris=block.uris + tuple(goal_uris))
-        return block
+        return self._with_continuity(block, total)
+
+    def _with_continuity(self, block: PinnedBlock, total: int | None) -> PinnedBlock:
+        found = self.store.consolidation.continuity(self.actor, 1)
+        room = self.config.continuity_budget_tokens
+        if total is not None:
+            room = min(room, total - block.tokens - 1)
+        shown = render_continuity(found[0].text, room, self.config.token_estimator) if found and room > 0 else ""
+        if not shown:
+            return block
+        text = f"{block.text}\n{shown}" if block.text else shown
+        estimate = self.config.token_estimator
+        return replace(block, text=text, tokens=estimate(text), continuity_tokens=estimate(text) - block.tokens)
 
     def page(self, goal: str | None, query: str, *, turn: str | None = None, where: Where = ANYTHING) -> Page:
         """The whole per-turn context. With ``turn``, what was injected is recorded for feedback;
         ``where`` filters the retrieved section by tags and metadata (pinned material always shows)."""
         cfg = self.config
-        pinned = self.pinned_block(goal, budget=min(cfg.pinned_budget_tokens, cfg.page_budget_tokens))
+        pinned = self.pinned_block(
+            goal, budget=min(cfg.pinned_budget_tokens, cfg.page_budget_tokens), total=cfg.page_budget_tokens
+        )
         # the page as a whole has a budget too: each section gets what the ones before it leave
         left = cfg.page_budget_tokens - (pinned.tokens + 1 if pinned.text else 0)
         patterns_budget = max(0, min(cfg.patterns_budget_tokens, left))
@@ -100,7 +118,10 @@ class PageAssembler:
             snippets=tuple(snippet_report(s, parts.get(s.uri)) for s in snippets),
             cuts=tuple(cuts) + tuple(Cut(u, "budget", "pinned budget reached") for u in pinned.omitted),
             sections={
-                "pinned": SectionTotal(pinned.tokens, cfg.pinned_budget_tokens, len(pinned.uris)),
+                "pinned": SectionTotal(
+                    pinned.tokens - pinned.continuity_tokens, cfg.pinned_budget_tokens, len(pinned.uris)
+                ),
+                **self._continuity_total(pinned),
                 "patterns": SectionTotal(pattern_tokens, patterns_budget, len(full) + len(menu) + len(avoid)),
                 "retrieved": SectionTotal(sum(s.tokens for s in snippets), retrieval_budget, len(snippets)),
             },
@@ -108,6 +129,12 @@ class PageAssembler:
             lane_sizes=sizes,
         )
         return Page(goal, query, pinned, tuple(full), tuple(snippets), report, tuple(menu), tuple(avoid))
+
+    def _continuity_total(self, pinned: PinnedBlock) -> dict[str, SectionTotal]:
+        """The continuity's line in the report, when one is pinned."""
+        if not pinned.continuity_tokens:
+            return {}
+        return {"continuity": SectionTotal(pinned.continuity_tokens, self.config.continuity_budget_tokens, 1)}
 
     def _procedures(self, goal: str | None, budget: int) -> tuple[list[Pattern], list[Pattern], list[Pattern], int]:
         """Proven patterns in full, a one-line menu of the rest, what to avoid, and the tokens of

@@ -34,6 +34,7 @@ class PinnedBlock:
     uris: tuple[str, ...]
     tokens: int
     omitted: tuple[str, ...]  # uris that did not fit the budget
+    continuity_tokens: int = 0  # of ``tokens``: the pinned continuity section (paging/continuity.py)
 
     def __str__(self) -> str:
         return self.text

@@ -156,6 +156,12 @@ class _Gate:
                 self._cond.notify_all()
 
 
+# DuckDB's cap on its buffer pool and working memory. Its default is 80% of the machine's RAM, and it
+# keeps the blocks that reads touched up to that cap; this process holds the store's hot data in its own
+# mirror already. Above the cap DuckDB evicts cached blocks and spills large sorts and joins to disk.
+MEMORY_LIMIT = "1GB"
+
+
 class DuckDb:
     """Owns the DuckDB database object; one cursor per thread; writes serialised by one lock.
 
@@ -164,9 +170,10 @@ class DuckDb:
     transaction or an audit entry comes from.
     """
 
-    def __init__(self, path: str, read_only: bool = False) -> None:
+    def __init__(self, path: str, read_only: bool = False, memory_limit: str = MEMORY_LIMIT) -> None:
         self._path = path
         self._read_only = read_only
+        self._config: dict[str, str | bool | int | float | list[str]] = {"memory_limit": memory_limit}
         self._local = threading.local()
         self.write_lock = threading.RLock()
         self._gate = _Gate()
@@ -176,7 +183,7 @@ class DuckDb:
         self._audit_pending: list[AuditEntry] = []
         self._audit_listeners: list[Callable[[AuditEntry], None]] = []
         try:
-            self._db = duckdb.connect(path, read_only=read_only)
+            self._db = duckdb.connect(path, read_only=read_only, config=self._config)
         except duckdb.Error as exc:
             raise translate(exc, path) from exc
 
@@ -197,6 +204,28 @@ class DuckDb:
         with self._gate.shared():
             try:
                 return self.con().execute(sql, params or []).fetchall()  # type: ignore[no-any-return]
+            except duckdb.Error as exc:
+                raise translate(exc, self._path) from exc
+
+    def release_cache(self) -> None:
+        """Let DuckDB drop the blocks it cached for the reads so far (a bulk load's), keeping its cap:
+        the cap is lowered for a moment (evicting what is not in use), then put back."""
+        with self._gate.exclusive():
+            con = self.con()
+            try:
+                con.execute("SET memory_limit = '16MB'")
+            except duckdb.Error:  # more than that is in use: what could be evicted was
+                pass
+            finally:
+                con.execute("SET memory_limit = ?", [self._config["memory_limit"]])
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Several reads under one hold of the gate (a compaction waits for them), errors translated.
+        Take the cursor (``con()``) inside: a compaction before it replaces the connection."""
+        with self._gate.shared():
+            try:
+                yield
             except duckdb.Error as exc:
                 raise translate(exc, self._path) from exc
 
@@ -236,7 +265,7 @@ class DuckDb:
             os.remove(self._path + ".wal")
         _fsync_dir(os.path.dirname(os.path.abspath(self._path)))
         try:
-            self._db = duckdb.connect(self._path, read_only=self._read_only)
+            self._db = duckdb.connect(self._path, read_only=self._read_only, config=self._config)
         except duckdb.Error as exc:
             raise translate(exc, self._path) from exc
         self._generation += 1

@@ -11,6 +11,7 @@ lock, audit chain) and nothing else:
     Writes    store/writes.py   put (dedup), update, delete, touch, accepting a review item
     Vectors   store/vectors.py  vectors per model and the pending-embedding queue
     Journal   store/journal.py  page injections, feedback claims, the review queue, audit reads
+    DuckConsolidation  store/consolidation.py  session wraps, continuity, pattern history, associations
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mempager.errors import InvalidInput, StoreError, StoreLocked
 from mempager.protocols import PendingItem, PendingStats, SalienceParams
 from mempager.store import erasure_marks
 from mempager.store.base import DuckDb, translate
+from mempager.store.consolidation import DuckConsolidation
 from mempager.store.journal import Deprecate, Journal, ReviewItem
 from mempager.store.migrations import migrate
 from mempager.store.mirror import ActorTable
@@ -94,6 +96,7 @@ class DuckDBStore:
         self.mirrors = Mirrors(db)
         self.vector_rows = Vectors(db)
         self.journal = Journal(db)
+        self.consolidation = DuckConsolidation(db)
         self.writes = Writes(db, reads=self.reads, mirrors=self.mirrors, journal=self.journal)
         try:
             if not read_only:
@@ -132,6 +135,10 @@ class DuckDBStore:
             if _OPEN.get(self._key) is self:
                 del _OPEN[self._key]
         self.db.close()
+
+    def release_cache(self) -> None:
+        """Let DuckDB drop the blocks cached for the reads so far (after opening: the lanes' loads)."""
+        self.db.release_cache()
 
     def checkpoint(self) -> None:
         with self.db.write_lock:
@@ -250,11 +257,20 @@ class DuckDBStore:
             raise InvalidInput(f"order must be 'newest' or 'oldest', got {order!r}")
         return self.table(actor).of_types(types, order == "newest", limit)
 
+    def created_of_types(self, actor: str, types: Sequence[MemoryType]) -> tuple[LabelArray, Any]:
+        """(labels, created_at epoch seconds) of the actor's live memories of ``types`` (the mirror's
+        columns: the lexical lane places a million memories in their episodes without building them)."""
+        return self.table(actor).created_of_types(types)
+
     def live_labels(self, actor: str) -> LabelArray:
         return self.table(actor).live_labels()
 
     def content_hashes(self, actor: str) -> dict[int, str]:
         return self.table(actor).content_hashes()
+
+    def content_hashes_of(self, actor: str, labels: LabelArray) -> list[str | None]:
+        """The content hash of each label (None where it is not a live memory of ``actor``)."""
+        return self.table(actor).hashes_of(labels)
 
     # -- reads answered by SQL (SqlReads) -----------------------------------------------------
     def find(self, actor: str, type_: MemoryType, dedup_key: str) -> Memory | None:

@@ -111,6 +111,66 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        4,
+        "consolidation: session wraps, continuity versions, pattern history, associations, sessions",
+        """
+        CREATE TABLE consolidation_state (
+            actor VARCHAR PRIMARY KEY,
+            section_schema VARCHAR,
+            citations_seen BOOLEAN NOT NULL,
+            last_label BIGINT NOT NULL,
+            wraps INTEGER NOT NULL,
+            baton VARCHAR
+        );
+        CREATE TABLE wraps (
+            actor VARCHAR NOT NULL,
+            number INTEGER NOT NULL,
+            status VARCHAR NOT NULL,
+            opened_at TIMESTAMP NOT NULL,
+            saved_at TIMESTAMP,
+            labels BIGINT[] NOT NULL,
+            session_id VARCHAR,
+            metrics VARCHAR NOT NULL,
+            PRIMARY KEY (actor, number)
+        );
+        CREATE TABLE continuity (
+            actor VARCHAR NOT NULL,
+            version INTEGER NOT NULL,
+            wrap INTEGER NOT NULL,
+            text VARCHAR NOT NULL,
+            saved_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (actor, version)
+        );
+        CREATE TABLE pattern_history (
+            actor VARCHAR NOT NULL,
+            key VARCHAR NOT NULL,
+            name VARCHAR NOT NULL,
+            level INTEGER NOT NULL,
+            max_level INTEGER NOT NULL,
+            grounded_on DATE,
+            explanations VARCHAR NOT NULL,
+            in_continuity BOOLEAN NOT NULL,
+            PRIMARY KEY (actor, key)
+        );
+        CREATE TABLE associations (
+            actor VARCHAR NOT NULL,
+            a BIGINT NOT NULL,
+            b BIGINT NOT NULL,
+            strength DOUBLE NOT NULL,
+            last_wrap INTEGER NOT NULL,
+            affect_tag VARCHAR,
+            affect_intensity DOUBLE,
+            PRIMARY KEY (actor, a, b)
+        );
+        CREATE TABLE wrap_sessions (
+            actor VARCHAR NOT NULL,
+            session_id VARCHAR NOT NULL,
+            seen_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (actor, session_id)
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

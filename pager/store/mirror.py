@@ -104,7 +104,9 @@ class ActorTable:
         self.actor = actor
         self.lock = threading.RLock()
         self.rows = LabelRows()  # label -> row (4 bytes a label, not a dict's ~100)
-        self.ids: dict[str, int] = {}  # memory id -> label
+        # memory id -> label; after a bulk load, built on the first look-up by id (a million ids cost
+        # ~1 s and ~100 MB to index, and serving pages never looks one up)
+        self._ids: dict[str, int] | None = {}
         self.labels = np.full(capacity, -1, dtype=np.int64)
         self.num: dict[str, np.ndarray] = {name: np.zeros(capacity, dtype=dtype) for name, dtype in _NUMERIC.items()}
         # numpy object arrays, not lists: an ndarray is invisible to Python's cyclic garbage collector,
@@ -174,7 +176,8 @@ class ActorTable:
         self.labels[rows[fresh]] = labels[fresh]
         self.rows.set_many(labels[fresh], rows[fresh])
         self.size += len(fresh)
-        self.ids.update(zip([m.id for m in batch], labels.tolist(), strict=True))
+        if self._ids is not None:
+            self._ids.update(zip([m.id for m in batch], labels.tolist(), strict=True))
         return rows
 
     def _row_of(self, m: Memory) -> int:
@@ -185,7 +188,8 @@ class ActorTable:
             self.size += 1
             self.rows[m.label] = row
             self.labels[row] = m.label
-        self.ids[m.id] = m.label
+        if self._ids is not None:
+            self._ids[m.id] = m.label
         return row
 
     def load(self, cols: dict[str, Any]) -> None:
@@ -226,9 +230,8 @@ class ActorTable:
             for i in np.flatnonzero(np.ma.getmaskarray(np.ma.asarray(cols["tags"])) == 0).tolist():
                 tags[i] = tuple(tags[i])  # element by element: a tuple stays one value
             o["tags"][lo:hi] = tags
-            label_list = labels.tolist()
             self.rows.set_many(labels, np.arange(lo, hi))
-            self.ids.update(zip(o["id"][lo:hi].tolist(), label_list, strict=True))
+            self._ids = None  # rebuilt when first needed
             self.size = hi
             self._of_type.clear()
 
@@ -257,7 +260,8 @@ class ActorTable:
                 self._built.pop(int(label), None)
                 if row is None:
                     continue
-                self.ids.pop(self.obj["id"][row], None)
+                if self._ids is not None:
+                    self._ids.pop(self.obj["id"][row], None)
                 self._types_changed((int(self.num["type"][row]),))
                 self.labels[row] = -1
                 self.num["alive"][row] = False
@@ -282,6 +286,19 @@ class ActorTable:
             label: make_uri(actor, TYPES[code], memory_id)
             for (label, _), code, memory_id in zip(found, types, ids, strict=True)
         }
+
+    @property
+    def ids(self) -> dict[str, int]:
+        """memory id -> label of every live row."""
+        found = self._ids
+        if found is None:
+            with self.lock:
+                found = self._ids
+                if found is None:
+                    live = np.flatnonzero(self.num["alive"][: self.size])
+                    found = dict(zip(self.obj["id"][live].tolist(), self.labels[live].tolist(), strict=True))
+                    self._ids = found
+        return found
 
     def label_of(self, memory_id: str) -> int | None:
         return self.ids.get(memory_id)
@@ -415,10 +432,27 @@ class ActorTable:
             order = np.lexsort((-labels, -created)) if newest_first else np.lexsort((labels, created))
             return [self._memory(int(row)) for row in rows[order[:limit]]]
 
+    def created_of_types(self, types: Sequence[MemoryType]) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, created_at epoch seconds) of the live memories of these types, as arrays."""
+        with self.lock:
+            codes = sorted({TYPE_CODE[t] for t in types})
+            if not codes:
+                return np.zeros(0, np.int64), np.zeros(0)
+            rows = np.concatenate([self._rows_of_type(code) for code in codes])
+            return self.labels[rows].astype(np.int64), self.num["created"][rows].astype(np.float64)
+
     def content_hashes(self) -> dict[int, str]:
         with self.lock:
             hashes = self.obj["content_hash"]
             return dict(zip(self.rows.labels().tolist(), hashes[self.rows.rows()].tolist(), strict=True))
+
+    def hashes_of(self, labels: np.ndarray) -> list[str | None]:
+        with self.lock:
+            rows = self.rows.rows_of(np.asarray(labels, dtype=np.int64))
+            found: list[str | None] = self.obj["content_hash"][np.maximum(rows, 0)].tolist() if len(rows) else []
+        for i in np.flatnonzero(rows < 0).tolist():
+            found[i] = None
+        return found
 
     def live_labels(self) -> np.ndarray:
         with self.lock:

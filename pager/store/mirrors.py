@@ -60,6 +60,7 @@ class Mirrors:
                         ).fetchnumpy()
                     )
                 self._tables[actor] = table
+                self.db.release_cache()  # the table is ours now: DuckDB need not keep its blocks
             return table
 
     def apply(self, memories: Sequence[Memory], removed: Sequence[int] = (), actor: str = "") -> None:

@@ -18,6 +18,7 @@ from mempager.protocols import PendingItem, PendingStats
 from mempager.store.base import DuckDb, aware, naive_utc
 from mempager.types import FloatMatrix, LabelArray, as_labels
 
+_SLICE = 65_536  # vectors per query when reading many (~100 MB of 384-d rows)
 _PENDING = (
     "FROM memories m LEFT JOIN vectors v ON v.label = m.label AND v.model = ? "
     "AND v.content_hash = m.content_hash "
@@ -89,18 +90,40 @@ class Vectors:
         return self._vectors_where(actor, model, "AND v.seq > ?", [int(seq)])
 
     def _vectors_where(self, actor: str, model: str, extra: str, params: list[Any]) -> tuple[LabelArray, FloatMatrix]:
-        rows = self.db.fetch(
-            "SELECT v.label, v.dim, v.vec FROM vectors v JOIN memories m ON m.label = v.label "
-            f"WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash {extra} "
-            "ORDER BY v.label",
-            [actor, model, *params],
-        )
-        if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        dim = int(rows[0][1])
-        labels = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), dim)
-        return labels, matrix.copy()
+        """The actor's current vectors of ``model`` by label, read a label range at a time into one
+        matrix: the whole result as Python rows (and DuckDB's sort of it) cost ~11 GB at a million."""
+        with self.db.reading():
+            con = self.db.con()
+            count, low, high, dim = con.execute(
+                "SELECT count(*), coalesce(min(v.label), 0), coalesce(max(v.label), -1), any_value(v.dim) "
+                "FROM vectors v JOIN memories m ON m.label = v.label "
+                f"WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash {extra}",
+                [actor, model, *params],
+            ).fetchone()
+            if not count:
+                return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+            dim = int(dim)
+            labels = np.empty(count, np.int64)
+            matrix = np.empty((count, dim), np.float32)
+            step = max(1, -(-(high - low + 1) // max(1, -(-count // _SLICE))))
+            at = 0
+            for start in range(low, high + 1, step):
+                rows = con.execute(
+                    "SELECT v.label, v.vec FROM vectors v JOIN memories m ON m.label = v.label "
+                    "WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash "
+                    f"AND v.label >= ? AND v.label < ? {extra} ORDER BY v.label",
+                    [actor, model, start, start + step, *params],
+                ).fetchall()
+                if at + len(rows) > len(labels):  # written since the count: room for them
+                    labels = np.concatenate([labels, np.empty(len(rows), np.int64)])
+                    matrix = np.concatenate([matrix, np.empty((len(rows), dim), np.float32)])
+                if rows:
+                    labels[at : at + len(rows)] = [r[0] for r in rows]
+                    matrix[at : at + len(rows)] = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(
+                        len(rows), dim
+                    )
+                    at += len(rows)
+        return labels[:at], matrix[:at]
 
     def vector_state(self, actor: str, model: str) -> tuple[int, int]:
         """(count, max sequence) of this actor's current vectors of ``model``."""
@@ -112,12 +135,17 @@ class Vectors:
         return int(row[0]), int(row[1])
 
     def vector_labels(self, actor: str, model: str) -> LabelArray:
-        rows = self.db.fetch(
-            "SELECT v.label FROM vectors v JOIN memories m ON m.label = v.label "
-            "WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash ORDER BY v.label",
-            [actor, model],
-        )
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        with self.db.reading():
+            got = (
+                self.db.con()
+                .execute(
+                    "SELECT v.label FROM vectors v JOIN memories m ON m.label = v.label "
+                    "WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash ORDER BY v.label",
+                    [actor, model],
+                )
+                .fetchnumpy()["label"]
+            )
+        return np.asarray(got, dtype=np.int64)
 
     def vector_models(self, actor: str) -> dict[str, int]:
         rows = self.db.fetch(

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from mempager.errors import InvalidInput, MemoryNotFound, StoreError
+from mempager.store import consolidation
 from mempager.store.base import MEMORY_COLUMNS, DuckDb, naive_utc, row_to_memory
 from mempager.store.journal import Deprecate, Journal
 from mempager.store.mirrors import Mirrors
@@ -321,6 +322,7 @@ class Writes:
                     con.execute(f"DELETE FROM {table_name} WHERE label IN (SELECT unnest(?))", [labels])
                 self.db.audit(con, [(actor, "forget", m.uri, m.content_hash) for m in gone])
                 self.journal.forget_in(con, actor, gone)  # queued text and injection records go with them
+                consolidation.forget_in(con, actor, gone)  # and every association link they had
             self.mirrors.apply([], removed=labels, actor=actor)
         return gone
 

@@ -52,10 +52,7 @@ def test_save_leaves_no_removed_vector_in_any_file(tmp_path: Path) -> None:
     assert len(loaded) == 2997 and not any(label in loaded for label in doomed)
     queries = clustered(200, DIM, seed=4)
     agree = np.mean(
-        [
-            len({x for x, _ in loaded.search(q, 10)} & {x for x, _ in index.search(q, 10)}) / 10
-            for q in queries
-        ]
+        [len({x for x, _ in loaded.search(q, 10)} & {x for x, _ in index.search(q, 10)}) / 10 for q in queries]
     )
     assert agree >= 0.98  # a tombstone keeps routing with a live neighbour's vector
 

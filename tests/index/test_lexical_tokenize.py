@@ -11,7 +11,25 @@ from mempager.index.tokenize import Tokenizer, TokenizerConfig, Vocabulary, stem
 
 @pytest.fixture
 def tok() -> Tokenizer:
-    return Tokenizer()
+    """The light suffix stripper: these tests pin its behaviour (Snowball, the default, below)."""
+    return Tokenizer(TokenizerConfig(stem="light"))
+
+
+def test_the_default_stems_with_snowball_and_still_stops_and_folds() -> None:
+    import Stemmer  # PyStemmer
+
+    snowball = Stemmer.Stemmer("english")
+    tok = Tokenizer()
+    assert TokenizerConfig().stem == "snowball" and "stem=snowball" in tok.version
+    words = ["stories", "caroline", "dogs", "running", "stopped", "happily"]
+    assert tok.terms("The Stories of Caroline's DOGS were running and she stopped happily") == [
+        snowball.stemWord(w) for w in words
+    ]
+    assert tok.terms("running") == tok.terms("runs") == ["run"]  # what the light stemmer also did
+    assert tok.terms("generously") == tok.terms("generous")  # what it did not: -ly, -ous
+    # identifiers stay whole; their alphabetic parts are stemmed like words
+    [unit] = tok.units("user@examples.com")
+    assert unit.wholes[0] == "user@examples.com" and list(unit.leaves) == ["user", "exampl", "com"]
 
 
 @pytest.mark.parametrize(

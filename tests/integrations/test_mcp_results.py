@@ -152,7 +152,8 @@ def test_memory_resources_and_the_turn_prompt(tmp_path: Path) -> None:
     fact_id = uris["fact"].rsplit("/", 1)[1]
 
     async def session_fn(session: ClientSession) -> None:
-        assert [str(r.uri) for r in (await session.list_resources()).resources] == ["mempager://t/pinned"]
+        resources = [str(r.uri) for r in (await session.list_resources()).resources]
+        assert resources == ["mempager://t/pinned", "mempager://t/continuity"]
         (template,) = (await session.list_resource_templates()).resource_templates
         assert template.uri_template == MEMORY_TEMPLATE == "mempager://memory/{actor}/{type}/{id}"
         assert template.mime_type == "application/json"

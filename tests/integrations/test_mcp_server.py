@@ -41,6 +41,8 @@ TOOLS = {
     "memory_feedback",
     "memory_forget",
     "memory_stats",
+    "memory_prepare_wrap",
+    "memory_save_continuity",
 }
 # each session's tools' output schemas, as list_tools published them
 _SCHEMAS: weakref.WeakKeyDictionary[ClientSession, dict[str, Any]] = weakref.WeakKeyDictionary()
@@ -160,7 +162,7 @@ async def _procedure_session(session: ClientSession) -> None:
     assert (pattern["successes"], pattern["failures"]) == (6, 1)  # neither error touched the pattern
 
     resources = (await session.list_resources()).resources
-    assert [str(r.uri) for r in resources] == ["mempager://t/pinned"]
+    assert sorted(str(r.uri) for r in resources) == ["mempager://t/continuity", "mempager://t/pinned"]
     await _ok(session, "memory_remember", text="Ana is tech lead of billing.", type="profile")
     pinned = await session.read_resource("mempager://t/pinned")
     (content,) = pinned.contents

@@ -31,7 +31,7 @@ def test_written_memory_is_retrievable_before_it_is_embedded(store_path: Path) -
         assert p.stats()["pending_embeddings"] == 1
         hits = p.retrieve("when does the staging password rotate?")
         assert hits and hits[0].uri == uri
-        assert set(hits[0].lanes) == {"salience", "lexical"}  # no vector yet, found anyway
+        assert set(hits[0].lanes) - {"prior"} == {"salience", "lexical"}  # no vector yet, found anyway
         vague = p.retrieve("what do you know?")  # shares no word with it: salience alone
         assert [h.uri for h in vague] == [uri] and set(vague[0].lanes) == {"salience"}
 
@@ -47,7 +47,7 @@ def test_retrieve_fuses_lanes_dedups_and_carries_ranks(hash_pager) -> None:  # t
     assert all(h.lanes for h in hits)
     for h in hits:
         for name, hit in h.lanes.items():
-            assert name in ("semantic", "salience", "lexical") and hit.rank >= 1
+            assert name in ("semantic", "salience", "lexical", "time", "prior") and hit.rank >= 1
     assert set(uris) <= {h.uri for h in p.retrieve("deploy keys vaults", k=8)}
 
 

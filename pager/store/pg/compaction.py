@@ -14,7 +14,15 @@ from mempager.store import erasure_marks
 from mempager.store.pg.db import Db
 
 log = logging.getLogger("mempager.pgstore")
-_TABLES = ("memories", "vectors", "embed_queue", "review_queue", "injections", "feedback_log")
+_TABLES = (
+    "memories",
+    "vectors",
+    "embed_queue",
+    "review_queue",
+    "injections",
+    "feedback_log",
+    "associations",  # a forgotten memory's links (deleted with it by the foreign key)
+)
 
 
 def compact(db: Db) -> None:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -98,13 +99,18 @@ class PgSemanticLane:
 class PgLexicalLane:
     """LexicalLaneLike: BM25 in this process, fed from the database (own and others' writes alike)."""
 
-    def __init__(self, store: Any, actor: str) -> None:
+    def __init__(self, store: Any, actor: str, context: Any = None, context_types: tuple[Any, ...] = ()) -> None:
         from mempager.index.lexical import LexicalIndex  # lazily: `import mempager` stays light
 
-        self._make = LexicalIndex
+        def make() -> Any:
+            return LexicalIndex(context=context)
+
+        self._make = make
         self.store = store
         self.actor = actor
-        self.index: Any = LexicalIndex()
+        # memories of these types are scored with their episode's neighbours (index.episodes)
+        self.context_types = frozenset(str(t) for t in context_types) if context is not None else frozenset()
+        self.index: Any = make()
         self.lock = threading.RLock()
         self.seq = 0  # the last audit entry of this actor the index reflects
         self.opened_how = "new"
@@ -118,7 +124,11 @@ class PgLexicalLane:
             seq, texts = self.store.texts_at(self.actor)
             index = self._make()
             if texts:
-                index.add([label for label, _ in texts], [text_for_index(t) for _, t in texts])
+                index.add(
+                    [row[0] for row in texts],
+                    [text_for_index(row[1]) for row in texts],
+                    [self._time(row[2], row[3]) for row in texts],
+                )
             self.index, self.seq = index, seq
             self.opened_how = f"rebuilt ({why}): {len(texts)} documents from {self.store.location}"
             return self.opened_how
@@ -129,17 +139,25 @@ class PgLexicalLane:
             found = self.store.text_changes(self.actor, self.seq)
             if not found:
                 return 0
-            latest: dict[int, str | None] = {}
-            for _, label, text in found:
-                latest[int(label)] = text  # the row as it is now; None once it is deleted
-            upserts = [(label, text) for label, text in latest.items() if text is not None]
+            latest: dict[int, tuple[str | None, str | None, float | None]] = {}
+            for _, label, text, type_, when in found:
+                latest[int(label)] = (text, type_, when)  # the row as it is now; text None once deleted
+            upserts = [(label, row) for label, row in latest.items() if row[0] is not None]
             if upserts:
-                self.index.add([label for label, _ in upserts], [text_for_index(t) for _, t in upserts])
-            gone = [label for label, text in latest.items() if text is None]
+                self.index.add(
+                    [label for label, _ in upserts],
+                    [text_for_index(str(row[0])) for _, row in upserts],
+                    [self._time(row[1], row[2]) for _, row in upserts],
+                )
+            gone = [label for label, row in latest.items() if row[0] is None]
             if gone:
                 self.index.remove(gone)
             self.seq = int(found[-1][0])
             return len(latest)
+
+    def _time(self, type_: str | None, when: float | None) -> float:
+        """A memory's place in its episode (epoch seconds), NaN when its type has no context keys."""
+        return float(when) if when is not None and type_ in self.context_types else math.nan
 
     def save(self) -> None:
         """Nothing to save: the next process builds its index from the database."""

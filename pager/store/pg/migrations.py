@@ -147,6 +147,70 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         INSERT INTO audit_tail (seq, hash) VALUES (0, '{GENESIS}');
         """,
     ),
+    (
+        4,
+        "consolidation: session wraps, continuity versions, pattern history, associations, sessions",
+        """
+        CREATE TABLE consolidation_state (
+            actor text PRIMARY KEY,
+            section_schema text,
+            citations_seen boolean NOT NULL,
+            last_label bigint NOT NULL,
+            wraps integer NOT NULL,
+            baton text
+        );
+        CREATE TABLE wraps (
+            actor text NOT NULL,
+            number integer NOT NULL,
+            status text NOT NULL,
+            opened_at timestamptz NOT NULL,
+            saved_at timestamptz,
+            labels bigint[] NOT NULL,
+            session_id text,
+            metrics text NOT NULL,
+            PRIMARY KEY (actor, number)
+        );
+        -- one open wrap per actor, whichever process opens it
+        CREATE UNIQUE INDEX wraps_one_open ON wraps (actor) WHERE status = 'open';
+        CREATE TABLE continuity (
+            actor text NOT NULL,
+            version integer NOT NULL,
+            wrap integer NOT NULL,
+            text text NOT NULL,
+            saved_at timestamptz NOT NULL,
+            PRIMARY KEY (actor, version)
+        );
+        CREATE TABLE pattern_history (
+            actor text NOT NULL,
+            key text NOT NULL,
+            name text NOT NULL,
+            level integer NOT NULL,
+            max_level integer NOT NULL,
+            grounded_on date,
+            explanations text NOT NULL,
+            in_continuity boolean NOT NULL,
+            PRIMARY KEY (actor, key)
+        );
+        -- a forgotten memory takes its links with it, also when another process forgets it
+        CREATE TABLE associations (
+            actor text NOT NULL,
+            a bigint NOT NULL REFERENCES memories (label) ON DELETE CASCADE,
+            b bigint NOT NULL REFERENCES memories (label) ON DELETE CASCADE,
+            strength double precision NOT NULL,
+            last_wrap integer NOT NULL,
+            affect_tag text,
+            affect_intensity double precision,
+            PRIMARY KEY (actor, a, b)
+        );
+        CREATE INDEX associations_b ON associations (b);
+        CREATE TABLE wrap_sessions (
+            actor text NOT NULL,
+            session_id text NOT NULL,
+            seen_at timestamptz NOT NULL,
+            PRIMARY KEY (actor, session_id)
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

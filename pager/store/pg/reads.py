@@ -44,7 +44,8 @@ ORDER BY score DESC, label DESC LIMIT %(limit)s
 # planned the statement anew at every search; written in, the steady state (nothing new since the
 # last search, the same position every time) is one prepared statement, planned once.
 _TEXT_CHANGES = """
-SELECT a.seq, a.label, m.text FROM audit a LEFT JOIN memories m ON m.label = a.label AND m.actor = a.actor
+SELECT a.seq, a.label, m.text, m.type, date_part('epoch', m.created_at)::float8 FROM audit a
+LEFT JOIN memories m ON m.label = a.label AND m.actor = a.actor
 WHERE a.actor = {actor} AND a.seq > {seq} AND a.label IS NOT NULL AND a.op <> 'reinforce' ORDER BY a.seq
 """
 
@@ -188,18 +189,24 @@ class PgReads:
         return [r[0] for r in self._db.rows("SELECT DISTINCT actor FROM memories ORDER BY actor")]
 
     # -- the change feed other processes follow ---------------------------------------------
-    def texts_at(self, actor: str) -> tuple[int, list[tuple[int, str]]]:
-        """The actor's (label, text) rows and the audit position they reflect, read in one snapshot."""
+    def texts_at(self, actor: str) -> tuple[int, list[tuple[int, str, str, float]]]:
+        """The actor's (label, text, type, created_at epoch seconds) rows and the audit position
+        they reflect, read in one snapshot."""
 
-        def load(conn: Any) -> tuple[int, list[tuple[int, str]]]:
+        def load(conn: Any) -> tuple[int, list[tuple[int, str, str, float]]]:
             seq = conn.execute("SELECT coalesce(max(seq), 0) FROM audit WHERE actor = %s", [actor]).fetchone()[0]
-            rows = conn.execute("SELECT label, text FROM memories WHERE actor = %s ORDER BY label", [actor]).fetchall()
-            return int(seq), [(int(label), text) for label, text in rows]
+            rows = conn.execute(
+                "SELECT label, text, type, date_part('epoch', created_at)::float8 FROM memories "
+                "WHERE actor = %s ORDER BY label",
+                [actor],
+            ).fetchall()
+            return int(seq), [(int(label), text, str(type_), float(when)) for label, text, type_, when in rows]
 
         return self._db.snapshot(load)
 
-    def text_changes(self, actor: str, seq: int) -> list[tuple[int, int, str | None]]:
-        """(audit seq, label, text now or None once deleted) of every text change after ``seq``.
+    def text_changes(self, actor: str, seq: int) -> list[tuple[int, int, str | None, str | None, float | None]]:
+        """(audit seq, label, text now or None once deleted, type, created_at epoch seconds) of
+        every text change after ``seq``.
 
         Audit ``seq`` order is commit order (appends are serialised until commit), so the entries
         after the last one a reader applied are exactly what it has not seen, whoever wrote them.
@@ -210,4 +217,7 @@ class PgReads:
             lambda: sql.SQL(_TEXT_CHANGES).format(actor=Inline(actor), seq=sql.Literal(seq)),
             binary=True,
         )
-        return [(int(s), int(label), text) for s, label, text in found]
+        return [
+            (int(s), int(label), text, type_, None if when is None else float(when))
+            for s, label, text, type_, when in found
+        ]

@@ -25,6 +25,7 @@ from mempager.protocols import PendingItem, PendingStats, SalienceParams
 from mempager.store.journal import Deprecate, ReviewItem
 from mempager.store.pg import compaction
 from mempager.store.pg.compaction import compact
+from mempager.store.pg.consolidation import PgConsolidation
 from mempager.store.pg.db import Db
 from mempager.store.pg.embed_queue import PgEmbedQueue
 from mempager.store.pg.journal import PgJournal
@@ -70,6 +71,7 @@ class PostgresStore:
         self._models = PgModels(self._db, options)
         self._queue = PgEmbedQueue(self._db, self._models, self.claimer, options.claim_seconds)
         self._vectors = PgVectors(self._db, self._models, self._listeners)
+        self.consolidation = PgConsolidation(self._db, self._listeners)  # session wraps (store/pg/consolidation.py)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._location!r})"
@@ -211,12 +213,13 @@ class PostgresStore:
         """Every actor with at least one memory."""
         return self._reads.actors()
 
-    def texts_at(self, actor: str) -> tuple[int, list[tuple[int, str]]]:
-        """The actor's (label, text) rows and the audit position they reflect, read in one snapshot."""
+    def texts_at(self, actor: str) -> tuple[int, list[tuple[int, str, str, float]]]:
+        """The actor's (label, text, type, created_at epoch) rows and the audit position they reflect."""
         return self._reads.texts_at(actor)
 
-    def text_changes(self, actor: str, seq: int) -> list[tuple[int, int, str | None]]:
-        """(audit seq, label, text now or None once deleted) of every text change after ``seq``."""
+    def text_changes(self, actor: str, seq: int) -> list[tuple[int, int, str | None, str | None, float | None]]:
+        """(audit seq, label, text now or None once deleted, type, created_at epoch) of every text
+        change after ``seq``."""
         return self._reads.text_changes(actor, seq)
 
     # -- the journal (PgJournal) ---------------------------------------------------------------
@@ -355,11 +358,14 @@ class PostgresStore:
         return self._vectors.has_vector(actor, model, label)
 
     # -- lanes and lifecycle ----------------------------------------------------------------
-    def native_lanes(self, actor: str, embedder: Any) -> tuple[Any, Any]:
-        """The pager's semantic lane (pgvector in this database) and lexical lane (BM25 fed from it)."""
+    def native_lanes(
+        self, actor: str, embedder: Any, context: Any = None, context_types: tuple[Any, ...] = ()
+    ) -> tuple[Any, Any]:
+        """The pager's semantic lane (pgvector in this database) and lexical lane (BM25 fed from it,
+        with ``context`` keys for memories of ``context_types``: index.episodes)."""
         from mempager.store.pg.lanes import PgLexicalLane, PgSemanticLane
 
-        return PgSemanticLane(self, actor, embedder), PgLexicalLane(self, actor)
+        return PgSemanticLane(self, actor, embedder), PgLexicalLane(self, actor, context, context_types)
 
     def compact(self) -> None:
         """Rewrite the tables that held deleted memories' text and vectors, so their bytes are gone."""

@@ -101,11 +101,19 @@ class TimeLane:
         """[start, end) instants of the query's dates, widened by the slack; [] for most queries."""
         if not _ANY.search(query):
             return []
-        oldest = self.store.query(self.actor, limit=1, order="oldest")
-        newest = self.store.query(self.actor, limit=1, order="newest")
-        if not oldest or not newest:
-            return []
-        years = list(range(oldest[0].created_at.year, newest[0].created_at.year + 1))
+        span = getattr(self.store, "created_span", None)  # the embedded store answers from its mirror
+        if span is not None:
+            got = span(self.actor)
+            if got is None:
+                return []
+            first, last = (datetime.fromtimestamp(t, timezone.utc).year for t in got)
+        else:
+            oldest = self.store.query(self.actor, limit=1, order="oldest")
+            newest = self.store.query(self.actor, limit=1, order="newest")
+            if not oldest or not newest:
+                return []
+            first, last = oldest[0].created_at.year, newest[0].created_at.year
+        years = list(range(first, last + 1))
         return [
             (_start(lo) - self.before, _start(hi) + timedelta(days=1) + self.after)
             for lo, hi in date_ranges(query, years)
@@ -114,9 +122,14 @@ class TimeLane:
     def search(self, windows: Sequence[tuple[datetime, datetime]], limit: int) -> list[tuple[int, float]]:
         """Up to ``limit`` memories per window (newest first), each scoring 1."""
         seen: dict[int, float] = {}
+        between = getattr(self.store, "created_between", None)  # the mirror: no SQL, no rows built
         for since, until in windows:
-            for m in self.store.query(self.actor, since=since, until=until, limit=limit, order="newest"):
-                seen.setdefault(m.label, 1.0)
+            if between is not None:
+                labels = between(self.actor, since.timestamp(), until.timestamp(), limit).tolist()
+            else:
+                labels = [m.label for m in self.store.query(self.actor, since=since, until=until, limit=limit)]
+            for label in labels:
+                seen.setdefault(int(label), 1.0)
         return list(seen.items())
 
     def inside(self, windows: Sequence[tuple[datetime, datetime]], labels: Sequence[int]) -> dict[int, float]:

@@ -262,6 +262,14 @@ class DuckDBStore:
         columns: the lexical lane places a million memories in their episodes without building them)."""
         return self.table(actor).created_of_types(types)
 
+    def created_between(self, actor: str, since: float, until: float, limit: int) -> LabelArray:
+        """Labels of the actor's live memories created in [since, until) (epoch s), newest first."""
+        return self.table(actor).created_between(since, until, limit)
+
+    def created_span(self, actor: str) -> tuple[float, float] | None:
+        """The oldest and newest creation time (epoch seconds) of the actor's live memories."""
+        return self.table(actor).created_span()
+
     def live_labels(self, actor: str) -> LabelArray:
         return self.table(actor).live_labels()
 

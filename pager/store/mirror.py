@@ -441,6 +441,22 @@ class ActorTable:
             rows = np.concatenate([self._rows_of_type(code) for code in codes])
             return self.labels[rows].astype(np.int64), self.num["created"][rows].astype(np.float64)
 
+    def created_between(self, since: float, until: float, limit: int) -> np.ndarray:
+        """Labels of the live memories created in [since, until) (epoch seconds), newest first."""
+        with self.lock:
+            n = self.size
+            created = self.num["created"][:n]
+            rows = np.flatnonzero(self.num["alive"][:n] & (created >= since) & (created < until))
+            order = np.lexsort((-self.labels[rows], -created[rows]))[:limit]
+            return self.labels[rows[order]].astype(np.int64)
+
+    def created_span(self) -> tuple[float, float] | None:
+        """The oldest and newest creation time (epoch seconds) of the live memories; None if none."""
+        with self.lock:
+            n = self.size
+            created = self.num["created"][:n][self.num["alive"][:n]]
+            return (float(created.min()), float(created.max())) if len(created) else None
+
     def content_hashes(self) -> dict[int, str]:
         with self.lock:
             hashes = self.obj["content_hash"]

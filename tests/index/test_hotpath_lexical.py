@@ -97,7 +97,7 @@ def test_bounds_follow_appends_that_raise_them() -> None:
     must be found (a stale bound would stop the search before reaching it)."""
     filler = " ".join(WORDS[1:5] * 10)
     texts = [f"alpha {filler}"] * 30 + [f"frost {filler}"] * 20 + [filler] * 250
-    index = LexicalIndex()
+    index = LexicalIndex(k1=1.2, b=0.5)  # bounds scale with length normalisation (the default b is 0)
     index.add(list(range(300)), texts)
     with pruning_always():
         assert index.search_scored("alpha frost", 1, []) == reference(index, "alpha frost", 1, [])

@@ -153,7 +153,7 @@ def test_memory_resources_and_the_turn_prompt(tmp_path: Path) -> None:
 
     async def session_fn(session: ClientSession) -> None:
         resources = [str(r.uri) for r in (await session.list_resources()).resources]
-        assert resources == ["mempager://t/pinned", "mempager://t/continuity"]
+        assert sorted(resources) == ["mempager://t/continuity", "mempager://t/pinned"]
         (template,) = (await session.list_resource_templates()).resource_templates
         assert template.uri_template == MEMORY_TEMPLATE == "mempager://memory/{actor}/{type}/{id}"
         assert template.mime_type == "application/json"

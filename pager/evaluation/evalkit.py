@@ -48,6 +48,10 @@ class Setting:
     k: int
     budget: int
 
+    @property
+    def label(self) -> str:
+        return f"R@{self.value}" if self.kind == "at_k" else f"{self.value} tok"
+
 
 def settings(config: PagerConfig) -> tuple[Setting, ...]:
     """R@k: k snippets within the default budget. At a budget: as many snippets as fit (a

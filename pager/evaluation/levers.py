@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from mempager.evaluation.evalkit import Setting
 from mempager.evaluation.levers_data import (
     BASELINE,
     DEFAULT_BUDGET,
@@ -42,9 +43,9 @@ from mempager.evaluation.levers_data import (
     Knobs,
     Outcome,
     Query,
-    Setting,
     VectorCache,
     actor_of,
+    lane_depth,
     prepare,
     product_knobs,
 )
@@ -182,7 +183,7 @@ def evaluate(lanes: Lanes, knobs: Knobs, keep_found: bool = False, only: Sequenc
     """Every question of every conversation (or of ``only``) through lanes, fusion, expansion, packing."""
     by_depth: dict[int, list[int]] = {}
     for j, s in enumerate(SETTINGS):
-        by_depth.setdefault(s.depth, []).append(j)
+        by_depth.setdefault(lane_depth(s), []).append(j)
     recall, cats, convs, found = [], [], [], []
     wanted = range(len(lanes.convs)) if only is None else only
     for c in wanted:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mempager.evaluation.evalkit import BUDGETS, KS
+from mempager.evaluation.evalkit import BUDGETS, KS, Setting
 from mempager.evaluation.locomo import Conversation
 from mempager.fence import render_line
 from mempager.protocols import Embedder
@@ -35,23 +35,9 @@ MIN_TRUNCATED_TOKENS = 32  # lanes.fusion: below this much room a truncated firs
 K1, B = 1.2, 0.5  # index.lexical defaults before issue 19 (the baseline's)
 
 
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One ``retrieve(query, k=k, budget=budget)`` call, reported under ``kind`` at ``value``."""
-
-    kind: str  # "at_k" | "at_budget"
-    value: int
-    k: int
-    budget: int
-
-    @property
-    def depth(self) -> int:
-        """``Retriever.depth``: how deep every lane looks for this call."""
-        return max(LANE_DEPTH, 2 * min(self.k, self.budget // 8))
-
-    @property
-    def label(self) -> str:
-        return f"R@{self.value}" if self.kind == "at_k" else f"{self.value} tok"
+def lane_depth(s: Setting) -> int:
+    """``Retriever.depth``: how deep every lane looks for the call ``s``."""
+    return max(LANE_DEPTH, 2 * min(s.k, s.budget // 8))
 
 
 SETTINGS = tuple(Setting("at_k", k, k, DEFAULT_BUDGET) for k in KS) + tuple(

@@ -124,6 +124,14 @@ def store(open_store: Callable[[], Any]) -> Any:
     return open_store()
 
 
+@pytest.fixture
+def location(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str | Path:
+    """Where ``mempager.open`` puts a whole pager on this backend: a DuckDB file or the server's URL."""
+    if backend == "duckdb":
+        return tmp_path / "agent.duckdb"
+    return str(request.getfixturevalue("pg_url"))
+
+
 def is_pg(store: Any) -> bool:
     from mempager.store.pg import PostgresStore
 

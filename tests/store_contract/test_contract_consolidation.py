@@ -90,11 +90,6 @@ def test_schema_baton_sessions_and_events(store: Any) -> None:
     assert [e.op for e in store.audit_entries("a")][-2:] == ["wrap.baton", "wrap.refused"]
 
 
-@pytest.fixture
-def location(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str | Path:
-    return tmp_path / "s.duckdb" if backend == "duckdb" else str(request.getfixturevalue("pg_url"))
-
-
 def test_a_pager_wraps_and_pins_on_every_backend(location: str | Path) -> None:
     cfg = PagerConfig(embedder="hash", embed_workers=0)
     with mempager.open(location, actor="neo", config=cfg) as p:

@@ -6,8 +6,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pytest
-
 import mempager
 from mempager import PagerConfig
 
@@ -19,13 +17,6 @@ CHAT = [
     "Nice, was it crowded up there?",
     "Not at all, we had the summit to ourselves",
 ]
-
-
-@pytest.fixture
-def location(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str | Path:
-    if backend == "duckdb":
-        return tmp_path / "agent.duckdb"
-    return str(request.getfixturevalue("pg_url"))
 
 
 def test_context_keys_and_the_time_lane(location: str | Path) -> None:

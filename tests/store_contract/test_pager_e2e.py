@@ -12,13 +12,6 @@ from mempager import MemoryNotFound, PagerConfig
 HASH = PagerConfig(embedder="hash")
 
 
-@pytest.fixture
-def location(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str | Path:
-    if backend == "duckdb":
-        return tmp_path / "agent.duckdb"
-    return str(request.getfixturevalue("pg_url"))
-
-
 def test_remember_page_forget(location: str | Path) -> None:
     with mempager.open(location, actor="neo", config=HASH) as p:
         p.set_identity("You are Neo's release assistant.")

@@ -69,14 +69,16 @@ class Episodes:
     def __init__(self, config: ContextConfig) -> None:
         self.config = config
         self.weights = np.asarray(config.weights, np.float64)
-        self._cum = np.concatenate(([0.0], np.cumsum(self.weights)))  # mass of the first d neighbours
+        self._block_weights = np.concatenate(([1.0], self.weights, self.weights))  # as ``spread`` lays keys out
         self._times = array("d")  # sorted by (time, label)
         self._order = array("q")
         self.prev = np.full(0, -1, np.int64)  # label -> the previous label of its episode, or -1
         self.next = np.full(0, -1, np.int64)
         self.when = np.full(0, np.nan)  # label -> created_at (epoch seconds); nan: not an episode member
         self.length = np.zeros(0)  # label -> own key length (BM25 document length)
+        self.key_length = np.zeros(0)  # label -> own length + what its neighbours add (kept current)
         self.member = np.zeros(0, bool)
+        self._slot = np.zeros(0, np.int64)  # label -> scratch slot for ``compact`` (never read unwritten)
         self.extra_length = 0.0
         self._grow(0)
 
@@ -130,7 +132,9 @@ class Episodes:
         self.next = np.concatenate((self.next, np.full(grow, -1, np.int64)))
         self.when = np.concatenate((self.when, np.full(grow, np.nan)))
         self.length = np.concatenate((self.length, np.zeros(grow)))
+        self.key_length = np.concatenate((self.key_length, np.zeros(grow)))
         self.member = self.when == self.when  # label -> placed in an episode (sentinel: False)
+        self._slot = np.zeros(max(len(self.when), len(self._slot)), np.int64)
 
     def _position(self, label: int, t: float) -> int:
         """Where (t, label) sits in the order (or would be inserted)."""
@@ -163,6 +167,14 @@ class Episodes:
         labels = np.asarray(self._order[lo:hi], np.int64)
         return float((self.length[labels] * self._reach(labels)).sum())
 
+    def _rekey(self, lo: int, hi: int) -> None:
+        """Recompute the key lengths of the memories at positions [lo, hi): the only windows a
+        write at the middle of that range can have changed."""
+        lo, hi = max(lo, 0), min(hi, len(self._order))
+        if lo < hi:
+            labels = np.asarray(self._order[lo:hi], np.int64)
+            self.key_length[labels] = self.length[labels] + self.added_length(labels)
+
     def _reach(self, labels: Int64s) -> Floats:
         """Sum of the weights of each label's neighbours, both sides."""
         out = np.zeros(len(labels))
@@ -186,6 +198,7 @@ class Episodes:
         self.when[label], self.length[label], self.member[label] = t, length, True
         self._relink((p - 1, p, p + 1))
         self.extra_length += self._mass(p - w, p + w + 1) - before
+        self._rekey(p - w, p + w + 1)
 
     def _delete(self, label: int) -> None:
         w = self.config.window
@@ -195,8 +208,10 @@ class Episodes:
         del self._order[p]
         self.prev[label] = self.next[label] = -1
         self.when[label], self.length[label], self.member[label] = np.nan, 0.0, False
+        self.key_length[label] = 0.0
         self._relink((p - 1, p))
         self.extra_length += self._mass(p - w, p + w) - before
+        self._rekey(p - w, p + w)
 
     def _merge(self, labels: Int64s, times: Floats, lengths: Floats) -> None:
         """Add a large batch in one pass (a rebuild, a bulk import): sort the batch, merge it into
@@ -234,6 +249,7 @@ class Episodes:
         self.prev[all_labels] = np.concatenate(([-1], np.where(linked, all_labels[:-1], -1)))
         self.next[all_labels] = np.concatenate((np.where(linked, all_labels[1:], -1), [-1]))
         self.extra_length = float((self.length[all_labels] * self._reach(all_labels)).sum())
+        self.key_length[all_labels] = self.length[all_labels] + self.added_length(all_labels)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -245,17 +261,35 @@ class Episodes:
         are exactly the memories whose windows reach j).
         """
         n = len(labels)
-        keys, wts = [labels], [np.ones(n)]
+        keys = [labels]  # block 0: the labels themselves, then one block per (side, distance)
         for links in (self.prev, self.next):
             cur = labels
-            for w in self.weights.tolist():
+            for _ in range(len(self.weights)):
                 cur = _step(cur, links)  # -1 stays -1 (the sentinel)
                 keys.append(cur)
-                wts.append(np.full(n, w))
         all_keys = np.concatenate(keys)
         keep = np.flatnonzero(all_keys >= 0)
-        src = np.tile(np.arange(n, dtype=np.int64), len(keys))
-        return all_keys[keep], src[keep], np.concatenate(wts)[keep]
+        block, src = np.divmod(keep, max(n, 1))
+        return all_keys[keep], src, self._block_weights[block]
+
+    def compact(self, keys: Int64s) -> tuple[Int64s, Int64s]:
+        """(``ids``, ``distinct``): each key's id in [0, m) and the m distinct keys, ``distinct[ids] == keys``.
+
+        The ``np.unique`` of a query's spread keys without sorting them: every key writes its
+        position into a label-indexed scratch array, and all copies of a key then read back the
+        same (last) position. O(len(keys)); the scratch is only read where this call wrote it, so
+        it is never cleared. Callers hold the owner's lock (one query at a time, as every read).
+        """
+        n = len(keys)
+        if n and int(keys.max()) >= len(self._slot):  # a label outside every episode, placed later
+            self._slot = np.zeros(int(keys.max()) + 1024, np.int64)
+        slot = self._slot
+        slot[keys] = np.arange(n, dtype=np.int64)
+        pos = slot[keys]
+        first = np.zeros(n, bool)
+        first[pos] = True
+        rank = np.cumsum(first) - 1
+        return rank[pos], keys[first]
 
     def added_length(self, labels: Int64s) -> Floats:
         """What each label's neighbours add to its key length (0 outside any episode)."""

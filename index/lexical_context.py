@@ -31,17 +31,6 @@ Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
 
 
-def _sum_by(labels: Int64s, values: Floats) -> tuple[Int64s, Floats]:
-    """Distinct labels (ascending) and the sum of ``values`` per label."""
-    if len(labels) > 4096:  # a dense sum over the label range beats sorting this many
-        dense: Floats = np.bincount(labels, weights=values).astype(np.float64, copy=False)
-        nz = np.flatnonzero(dense)  # every value here is > 0 (term frequencies, BM25 terms)
-        return nz.astype(np.int64), dense[nz]
-    uniq, inverse = np.unique(labels, return_inverse=True)
-    sums: Floats = np.bincount(inverse, weights=values, minlength=len(uniq)).astype(np.float64, copy=False)
-    return uniq, sums
-
-
 SPREAD_SHARE = 0.2  # terms held by more than this share of the memories score on own text (LoCoMo halves)
 SPREAD_CAP = 512  # ... and so do terms held by more than this many: the query's cost stays bounded
 SPREAD_FLOOR = 8  # ... but a term held by this few is specific, however small the store
@@ -62,7 +51,8 @@ def spread_terms(state: Any, ids: Sequence[int]) -> tuple[list[int], list[int]]:
 
 
 def context_scores(state: Any, ids: Sequence[int], episodes: Episodes, k1: float, b: float) -> tuple[Int64s, Floats]:
-    """(labels, BM25 of their context keys over the term ids ``ids``) for every live key holding one.
+    """(labels, BM25 of their context keys over the term ids ``ids``) for every live key holding one;
+    the labels are distinct, in no particular order.
 
     All the terms' postings are handled at once (a few dozen numpy calls per query, not per
     term). A memory outside every episode keys on its own text and no window reaches it, so its
@@ -80,24 +70,32 @@ def context_scores(state: Any, ids: Sequence[int], episodes: Episodes, k1: float
     labels = state.row_label[rows]
     member = episodes.members(labels)
     alone = ~member
-    length = state.doclen[rows[alone]]
+    length = state.doclen[rows[alone]] if b else np.zeros(0)
     labels_out, tf_out, term_out = labels[alone], tf[alone], term[alone]
     if member.any():
         keys, src, weight = episodes.spread(labels[member])
-        span = int(keys.max()) + 1
-        pair, sums = _sum_by(term[member][src] * span + keys, tf[member][src] * weight)
-        spread_labels = pair % span
-        spread_len = state.doclen[state.label_row.rows_of(spread_labels)] + episodes.added_length(spread_labels)
+        ids_of_key, distinct = episodes.compact(keys)  # the (term, key) pairs in a dense range:
+        m = len(distinct)  # a bincount over terms x distinct keys sums them without a sort
+        sums = np.bincount(term[member][src] * m + ids_of_key, weights=tf[member][src] * weight)
+        pair = np.flatnonzero(sums)  # every sum is > 0 (term frequencies times weights)
+        spread_labels = distinct[pair % m]
         labels_out = np.concatenate((labels_out, spread_labels))
-        tf_out = np.concatenate((tf_out, sums))
-        term_out = np.concatenate((term_out, pair // span))
-        length = np.concatenate((length, spread_len))
+        tf_out = np.concatenate((tf_out, sums[pair]))
+        term_out = np.concatenate((term_out, pair // m))
+        if b:  # b = 0 (the default) ignores key lengths: the costliest gather here is skipped
+            length = np.concatenate((length, episodes.key_length[spread_labels]))
     df = np.bincount(term_out, minlength=len(ids)).astype(np.float64)  # keys holding each term
     idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)) * (k1 + 1.0)
-    norm = length * (k1 * b * n_docs / (state.total_len + episodes.extra_length))  # k1 b / avg key length
-    norm += k1 * (1.0 - b)
-    norm += tf_out
-    return _sum_by(labels_out, tf_out / norm * idf[term_out])
+    if b:
+        norm = length * (k1 * b * n_docs / (state.total_len + episodes.extra_length))  # k1 b / avg key length
+        norm += k1 * (1.0 - b)
+        norm += tf_out
+    else:
+        norm = tf_out + k1
+    ids_of_label, distinct = episodes.compact(labels_out)
+    bm25 = tf_out / norm * idf[term_out]
+    sums_by_label: Floats = np.bincount(ids_of_label, weights=bm25).astype(np.float64, copy=False)
+    return distinct, sums_by_label
 
 
 def _lookup(labels: Int64s, scores: Floats, wanted: Sequence[int]) -> Floats:
@@ -120,8 +118,15 @@ def _dense(
 ) -> tuple[list[tuple[int, float]], dict[int, float]]:
     """Own-text BM25 of the common ``words`` over every row, plus the context scores."""
     every = state.scores(words, k1, b)
-    every[state.label_row.rows_of(labels)] += scores
-    rows = np.flatnonzero(every > 0)
+    held = state.label_row.rows_of(labels)  # live rows: keys come from live postings only
+    every[held] += scores
+    floor = 0.0
+    if 0 < k <= len(held):  # k live rows score at least their k-th best: nothing below it can rank
+        got = every[held]
+        floor = float(np.partition(got, len(got) - k)[len(got) - k])
+    # a scan for ">= floor" keeps far fewer rows than "> 0" for ``ranked`` to sort (common terms
+    # match most rows), and keeps every row tied with the k-th score, as ``ranked`` needs
+    rows = np.flatnonzero(every >= floor) if floor > 0 else np.flatnonzero(every > 0)
     if state.dead_rows:
         rows = rows[state.alive[rows]]
     top = ranked(state.row_label, rows, every, k) if k > 0 else []
@@ -166,6 +171,8 @@ def context_scored(
             if wanted_scores[i] == 0.0:
                 wanted_scores[i] = plain_of.get(label, 0.0)
     else:
+        order = np.argsort(labels)  # distinct labels: no ties to settle
+        labels, scores = labels[order], scores[order]
         wanted_scores = _lookup(labels, scores, wanted)
     top: list[tuple[int, float]] = []
     if k > 0 and len(labels):

@@ -291,10 +291,13 @@ def bm25(
     dfs = df.astype(np.float64)
     weight = np.repeat(np.log1p((n_docs - dfs + 0.5) / (dfs + 0.5)) * (k1 + 1.0), lens)
     rows, tf = post[:, 0].astype(np.intp), post[:, 1].astype(np.float64)
-    norm = doclen[rows]  # then, in place (this is the hot loop): tf / (tf + k1 * (1 - b + b * dl / avgdl))
-    norm *= k1 * b * n_docs / total_len
-    norm += k1 * (1.0 - b)
-    norm += tf
+    if b:  # then, in place (this is the hot loop): tf / (tf + k1 * (1 - b + b * dl / avgdl))
+        norm = doclen[rows]
+        norm *= k1 * b * n_docs / total_len
+        norm += k1 * (1.0 - b)
+        norm += tf
+    else:  # b = 0 (the default) ignores lengths: skip gathering them, same bits (0 * dl + k1 = k1)
+        norm = tf + k1
     np.divide(tf, norm, out=tf)
     tf *= weight
     return np.bincount(rows, weights=tf, minlength=len(doclen)).astype(np.float64, copy=False)

@@ -391,7 +391,9 @@ class ActorTable:
             n = {name: arr[rows] for name, arr in self.num.items()}
             labels = self.labels[rows]
         now = params.now.timestamp()
-        keep = np.isin(n["type"], [TYPE_CODE[t] for t in types]) & ~n["superseded"]
+        wanted = np.zeros(len(TYPES), bool)  # a lookup by type code: np.isin costs more on every page
+        wanted[[TYPE_CODE[t] for t in types]] = True
+        keep = wanted[n["type"]] & ~n["superseded"]
         keep &= ~(n["valid_until"] <= now)  # NaN (no expiry) compares False
         half = np.array([params.half_life_days.get(t, params.default_half_life_days) for t in TYPES])
         age_days = np.maximum(0.0, now - n["created"]) / 86400.0
@@ -407,7 +409,7 @@ class ActorTable:
         if idx.size > limit:
             idx = idx[np.argpartition(-score[idx], limit - 1)[:limit]]
         order = idx[np.lexsort((-labels[idx], -score[idx]))]  # ties: newer label first, as in SQL
-        return [(int(labels[i]), float(score[i])) for i in order]
+        return list(zip(labels[order].tolist(), score[order].tolist(), strict=True))
 
     def _types_changed(self, codes: Iterable[int]) -> None:
         for code in set(codes):

@@ -17,8 +17,8 @@ GAP = 10.0
 
 def reference(
     items: dict[int, tuple[float, float]], window: int, decay: float
-) -> tuple[dict[int, int], dict[int, int], float]:
-    """Links and extra key length by brute force over the sorted (time, label) order."""
+) -> tuple[dict[int, int], dict[int, int], float, dict[int, float]]:
+    """Links, extra key length and each key's length by brute force over the sorted (time, label) order."""
     order = sorted(items, key=lambda label: (items[label][0], label))
     prev, nxt = {}, {}
     for i, label in enumerate(order):
@@ -26,7 +26,9 @@ def reference(
         prev[label] = order[i - 1] if i > 0 and t - items[order[i - 1]][0] <= GAP else -1
         nxt[label] = order[i + 1] if i + 1 < len(order) and items[order[i + 1]][0] - t <= GAP else -1
     extra = 0.0
+    key = {}
     for label in order:
+        key[label] = items[label][1]
         for links in (prev, nxt):
             cur = label
             for d in range(1, window + 1):
@@ -34,16 +36,21 @@ def reference(
                 if cur == -1:
                     break
                 extra += decay**d * items[cur][1]
-    return prev, nxt, extra
+                key[label] += decay**d * items[cur][1]
+    return prev, nxt, extra, key
 
 
 def check(ep: Episodes, items: dict[int, tuple[float, float]]) -> None:
-    prev, nxt, extra = reference(items, ep.config.window, ep.config.decay)
+    prev, nxt, extra, key = reference(items, ep.config.window, ep.config.decay)
     assert len(ep) == len(items)
     for label in items:
         assert label in ep
         assert int(ep.prev[label]) == prev[label]
         assert int(ep.next[label]) == nxt[label]
+        assert math.isclose(float(ep.key_length[label]), key[label], rel_tol=1e-9, abs_tol=1e-9)
+    gone = np.ones(len(ep.key_length), bool)
+    gone[list(items)] = False
+    assert not ep.key_length[gone].any()  # a memory out of every episode has no key length left
     assert math.isclose(ep.extra_length, extra, rel_tol=1e-9, abs_tol=1e-6)
 
 

@@ -37,8 +37,8 @@ TEXTS[98], TIMES[98] = "The water bill and the lake tax are due", math.nan
 TEXTS[99], TIMES[99] = "Water the plants, lake water is fine", math.nan
 
 
-def build(context: ContextConfig | None = CTX) -> LexicalIndex:
-    index = LexicalIndex(context=context)
+def build(context: ContextConfig | None = CTX, b: float = 0.0) -> LexicalIndex:
+    index = LexicalIndex(context=context, b=b)
     labels = list(TEXTS)
     index.add(labels, [TEXTS[x] for x in labels], [float(TIMES[x]) for x in labels])
     return index
@@ -91,13 +91,14 @@ def brute(
     return out
 
 
+@pytest.mark.parametrize("b", [0.0, 0.75])  # the default ignores lengths; 0.75 reads the key lengths
 @pytest.mark.parametrize(
     "query", ["lake", "cold water swim", "beagle puppy", "Tahoe Saturday", "receipts", "lake invoice card"]
 )
-def test_scores_equal_bm25_over_the_weighted_key_documents(query: str) -> None:
-    index = build()
+def test_scores_equal_bm25_over_the_weighted_key_documents(query: str, b: float) -> None:
+    index = build(b=b)
     top, also = index.search_scored(query, 20, list(TEXTS))
-    want = brute(query, TEXTS, {x: float(t) for x, t in TIMES.items()})
+    want = brute(query, TEXTS, {x: float(t) for x, t in TIMES.items()}, b=b)
     for label, score in also.items():
         assert score == pytest.approx(want[label], rel=1e-9, abs=1e-12), label
     expect = sorted(((x, s) for x, s in want.items() if s > 0), key=lambda p: (-p[1], p[0]))

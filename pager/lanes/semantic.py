@@ -300,15 +300,15 @@ class SemanticLane:
 
     def scores_for(self, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]:
         """Cosine of ``vector`` with each indexed label's vector (labels without one are left out)."""
-        present = [label for label in labels if label in self.index]
+        present = list(labels)
         if not present:
             return {}
-        try:
+        try:  # the common case: every label has a vector (one vectorised look-up, no test per label)
             scores = self.index.get_vectors(present) @ vector
-        except KeyError:  # removed between the check and the read: score what is still there
+        except KeyError:  # some have none (not embedded yet, or removed meanwhile): score the rest
             present = [label for label in present if label in self.index]
             scores = self.index.get_vectors(present) @ vector if present else np.zeros(0)
-        return dict(zip(present, (float(x) for x in scores), strict=True))
+        return dict(zip(present, scores.tolist(), strict=True))
 
     def search_vector(self, vector: FloatMatrix, k: int) -> list[tuple[int, float]]:
         result: list[tuple[int, float]] = self.index.search(vector, k)

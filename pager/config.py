@@ -67,9 +67,13 @@ class PagerConfig:
     # "prior": salience's recency and importance among the memories that matched the content
     # (a constant on LoCoMo, whose turns are years old and alike; measured on the generated
     # knowledge-update workload: benchmarks/results/longmemeval_updates.md).
+    # "association": memories a wrap's patterns cited together with the best candidates (lanes.association;
+    # benchmarks/results/locomo_associations.md).
     fusion: str = "score"
     lane_weights: Mapping[str, float] = field(
-        default_factory=lambda: _frozen({"semantic": 0.5, "lexical": 0.5, "salience": 0.2, "time": 0.4, "prior": 0.1})
+        default_factory=lambda: _frozen(
+            {"semantic": 0.5, "lexical": 0.5, "salience": 0.2, "time": 0.4, "prior": 0.1, "association": 0.2}
+        )
     )
     # the best memories the semantic lane cannot see yet (not embedded) always get this many of
     # the k places: a fresh write is recallable even when weak matches outscore it

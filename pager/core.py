@@ -151,7 +151,7 @@ class Pager:
             store, actor, semantic=self.semantic, workers=self.workers, worker_count=config.embed_workers
         )
         self._build = build
-        self.consolidation = Consolidator(store, actor, config, self._clock)
+        self.consolidation = Consolidator(store, actor, config, self._clock, self.retriever.associations.invalidate)
         try:  # killed between a forget and its erasure: finish the erasure before serving
             self.eraser.recover()
         except BaseException:

@@ -38,8 +38,16 @@ def wrap_uri(actor: str, number: int) -> str:
 
 
 class Consolidator:
-    def __init__(self, store: Store, actor: str, config: PagerConfig, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        actor: str,
+        config: PagerConfig,
+        clock: Callable[[], datetime],
+        links_changed: Callable[[], None] = lambda: None,
+    ) -> None:
         self.store = store
+        self.links_changed = links_changed  # the association lane's cache of the links
         self.cstore = store.consolidation
         self.actor = actor
         self.config = config
@@ -163,6 +171,7 @@ class Consolidator:
             audit=_audit(self.actor, record.number, checked, linked, mood),
         )
         version = self.cstore.commit_wrap(self.actor, commit)
+        self.links_changed()
         return _result(record.number, version, checked, linked)
 
     def _may_consolidate(self, state: ConsolidationState, session_id: str) -> bool:

@@ -1,4 +1,5 @@
-"""Page-fault retrieval: lanes (semantic, lexical, salience, time, prior), fusion, re-check, packing; recall, get."""
+"""Page-fault retrieval: lanes (semantic, lexical, salience, time, prior, association), fusion, re-check, packing;
+recall, get."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound, PagerError
 from mempager.fence import render_line
+from mempager.lanes.association import AssociationLane
 from mempager.lanes.filters import ANYTHING, DEPTH_FACTOR, Where, where_of
 from mempager.lanes.fusion import UNEMBEDDED, Cut, Fused, FusedOrder, Packer, Shown, fuse, fuse_order, is_current
 from mempager.lanes.lines import line
@@ -56,6 +58,7 @@ class Retriever:
         self.semantic = semantic
         self.lexical = lexical
         self.when = TimeLane(store, actor, after_days=config.time_after_days)
+        self.associations = AssociationLane(store, actor)
         self._line_costs: dict[tuple[Any, ...], int] = {}
         self._floors: dict[Callable[[str], int], int] = {}  # token estimator -> the cheapest line's cost
         self._hydrate = hydrator(store, actor)
@@ -134,7 +137,35 @@ class Retriever:
             in_time = {label for label, _ in timed}
             rest = {label for hits in lanes.values() for label, _ in hits if label not in in_time}
             completions["time"] = self.when.inside(windows, sorted(rest))
+        if self.config.lane_weights.get("association", 0.0) > 0:
+            self._associate(lanes, completions, vector, unembedded, depth)
         return lanes, completions
+
+    def _associate(
+        self,
+        lanes: dict[str, list[tuple[int, float]]],
+        completions: dict[str, dict[int, float]],
+        vector: Any,
+        unembedded: set[int],
+        depth: int,
+    ) -> None:
+        """The association lane: neighbours of the best candidates fused so far (its seeds), so it
+        runs after the others. Neighbours no other lane found get their semantic score too (their
+        lexical and time scores stay 0: those lanes were asked before the neighbours were known)."""
+        if not self.associations.graph():  # no links (no wrap yet): no second fusion to pay for
+            return
+        first = self.fuse(lanes, completions)
+        seeds = list(zip(first.labels()[: self.associations.seeds], first.scores()[: self.associations.seeds]))
+        linked = self.associations.search(seeds, depth)
+        if not linked:
+            return
+        lanes["association"] = linked
+        if vector is not None:
+            scored = completions.setdefault("semantic", {})
+            seen = {label for label, _ in lanes.get("semantic", ())}
+            new = sorted(label for label, _ in linked if label not in seen and label not in scored)
+            scored.update(self.semantic.scores_for(vector, new))
+            completions.setdefault(UNEMBEDDED, {}).update(dict.fromkeys(sorted(set(new) & unembedded), 0.0))
 
     def fuse(self, lanes: dict[str, list[tuple[int, float]]], completions: dict[str, dict[int, float]]) -> FusedOrder:
         """Every candidate, best first (a ``Sequence[Fused]`` whose records are built when read)."""

@@ -266,6 +266,10 @@ class DuckDBStore:
         """Labels of the actor's live memories created in [since, until) (epoch s), newest first."""
         return self.table(actor).created_between(since, until, limit)
 
+    def created_of(self, actor: str, labels: Sequence[int]) -> Any:
+        """The creation time (epoch seconds) of each of the actor's labels; NaN where none."""
+        return self.table(actor).created_of(labels)
+
     def created_span(self, actor: str) -> tuple[float, float] | None:
         """The oldest and newest creation time (epoch seconds) of the actor's live memories."""
         return self.table(actor).created_span()

@@ -452,6 +452,15 @@ class ActorTable:
             order = np.lexsort((-self.labels[rows], -created[rows]))[:limit]
             return self.labels[rows[order]].astype(np.int64)
 
+    def created_of(self, labels: Sequence[int]) -> np.ndarray:
+        """The creation time (epoch seconds) of each label; NaN where the store holds none."""
+        with self.lock:
+            rows = self.rows.rows_of(np.asarray(labels, np.int64))
+            out = np.full(len(rows), np.nan)
+            held = rows >= 0
+            out[held] = self.num["created"][rows[held]]
+            return out
+
     def created_span(self) -> tuple[float, float] | None:
         """The oldest and newest creation time (epoch seconds) of the live memories; None if none."""
         with self.lock:

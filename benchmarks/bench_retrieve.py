@@ -289,6 +289,35 @@ def pager_ops(p: Any, questions: list[str], qvecs: np.ndarray) -> dict[str, Op]:
     }
 
 
+def end_to_end_ops(p: Any, col: Any, questions: list[str], torch_embedder: Any, onnx: tuple[Any, Any]) -> dict[str, Op]:
+    """The query embedding included: our ``page()`` embedding its own query (the lane's real path)
+    and Chroma's ``query`` after the same model's vector, as Chroma's embedding_function would do
+    it. Two ONNX instances (one per side) and no query cache: every call embeds."""
+    del p.semantic.embed_query  # pager_ops replaced it by a look-up; the lane's own method again
+    ours_onnx, chroma_onnx = onnx
+
+    def page_with(embedder: Any) -> Op:
+        def op(i: int) -> object:
+            p.semantic.embedder = embedder  # same name and dim: only what computes the vector changes
+            return p.page(questions[i]).render()
+
+        return op
+
+    def chroma_with(embedder: Any) -> Op:
+        def op(i: int) -> object:
+            vector = embedder.embed([questions[i]], role="query")
+            return col.query(query_embeddings=vector, n_results=K, include=["distances"])
+
+        return op
+
+    return {
+        "page_e2e_onnx": page_with(ours_onnx),
+        "chroma_e2e_onnx": chroma_with(chroma_onnx),
+        "page_e2e_torch": page_with(torch_embedder),
+        "chroma_e2e_torch": chroma_with(torch_embedder),
+    }
+
+
 # -- Chroma -------------------------------------------------------------------------------------
 def chroma_collection(n: int, labels: np.ndarray, vectors: np.ndarray, types: np.ndarray) -> tuple[Any, Any, float]:
     import chromadb
@@ -350,6 +379,8 @@ def bench_size(
     qvecs: np.ndarray,
     embedder: Any,
     filtered_queries: int,
+    onnx: tuple[Any, Any],
+    e2e_queries: int,
 ) -> dict[str, Any]:
     from mempager.index.hnsw import HnswIndex
 
@@ -414,6 +445,14 @@ def bench_size(
         name: percentiles(s)
         for name, s in interleaved(filt_ops, min(filtered_queries, len(questions)), block=25, warmup=5).items()
     }
+    log(f"size {n:,}: end to end, query embedding included ({min(e2e_queries, len(questions))} queries)")
+    end_to_end = {
+        name: percentiles(s)
+        for name, s in interleaved(
+            end_to_end_ops(p, col, questions, embedder, onnx), min(e2e_queries, len(questions)), block=25, warmup=5
+        ).items()
+    }
+    p.semantic.embedder = embedder
     client.delete_collection(col.name)
     p.close()
     gc.collect()
@@ -432,6 +471,7 @@ def bench_size(
         "store_queries": store_queries,
         "latency": latency,
         "filtered": filtered,
+        "end_to_end": end_to_end,
         "fact_share": round(float(np.mean(types == "fact")), 3),
         "peak_rss_mib": peak_rss_mib(),
     }
@@ -528,6 +568,39 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "chroma_where_type_fact_k10",
     ):
         lines.append(f"| {key} | " + " | ".join(cell(r["filtered"][key]) for r in rows) + " |")
+    if all("end_to_end" in r for r in rows):
+        ne = rows[0]["end_to_end"]["page_e2e_onnx"]["n"]
+        lines += [
+            "",
+            f"## End to end, the query embedding included ({ne} questions per op, interleaved, no query cache)",
+            "",
+            "Ours: `page()` + `render()` computing the query vector itself (pinned, procedures, the three lanes, "
+            "the cut report). Chroma: the same model's query vector, then `query` k=10 (what its "
+            "embedding_function does inside `query`). ONNX = the default local backend (fp32 export of the packaged "
+            "MiniLM weights, cosine 1.0 to torch); torch = sentence-transformers.",
+            "",
+            f"| op | {sizes} |",
+            "|---|" + "---|" * len(rows),
+        ]
+        for key, title in (
+            ("page_e2e_onnx", "our `page()`, ONNX (default backend)"),
+            ("chroma_e2e_onnx", "Chroma `query`, ONNX"),
+            ("page_e2e_torch", "our `page()`, torch"),
+            ("chroma_e2e_torch", "Chroma `query`, torch"),
+        ):
+            lines.append(f"| {title} | " + " | ".join(cell(r["end_to_end"][key]) for r in rows) + " |")
+        for title, a, b in (
+            (
+                "Chroma torch / our `page()` ONNX (each with its default local model runtime)",
+                "chroma_e2e_torch",
+                "page_e2e_onnx",
+            ),
+            ("Chroma ONNX / our `page()` ONNX (same runtime)", "chroma_e2e_onnx", "page_e2e_onnx"),
+            ("Chroma torch / our `page()` torch (same runtime)", "chroma_e2e_torch", "page_e2e_torch"),
+        ):
+            lines.append(
+                f"| ratio: {title} | " + " | ".join(ratio(r["end_to_end"][a], r["end_to_end"][b]) for r in rows) + " |"
+            )
     lines += [
         "",
         "## Index, recall, open, memory",
@@ -624,6 +697,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=0, help="queries per timed op (default: all 1,986)")
     parser.add_argument("--filtered-queries", type=int, default=300)
+    parser.add_argument("--e2e-queries", type=int, default=300, help="queries per end-to-end op (embedding included)")
     parser.add_argument("--locomo", type=Path, default=LOCOMO)
     parser.add_argument("--open-probe", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -633,6 +707,7 @@ def main() -> None:
     if args.quick:
         args.sizes, args.queries, args.filtered_queries = [10_000], args.queries or 500, 100
     from mempager.embedders import LocalEmbedder
+    from mempager.embedders.local_backend import load_local
 
     load_before = os.getloadavg()
     code = git_state()
@@ -644,10 +719,25 @@ def main() -> None:
     embedder = LocalEmbedder()
     model_load_s = time.perf_counter() - start
     query_cost = query_embedding_costs(embedder, questions)
+    onnx_dir = Path(tempfile.mkdtemp(prefix="mempager-bench-onnx-"))  # the export: made once, outside the repo
+    onnx = (load_local(backend="onnx", cache_dir=onnx_dir), load_local(backend="onnx", cache_dir=onnx_dir))
     rows = []
     with tempfile.TemporaryDirectory(prefix="mempager-bench-retrieve-") as work:
         for n in args.sizes:
-            rows.append(bench_size(n, Path(work), turns, docs, questions, qvecs, embedder, args.filtered_queries))
+            rows.append(
+                bench_size(
+                    n,
+                    Path(work),
+                    turns,
+                    docs,
+                    questions,
+                    qvecs,
+                    embedder,
+                    args.filtered_queries,
+                    onnx,
+                    args.e2e_queries,
+                )
+            )
             log(f"size {n:,}: retrieve p50 {rows[-1]['latency']['retrieve']['p50_ms']} ms")
     load_after = os.getloadavg()
     load = f"{load_before[0]:.2f} / {load_before[1]:.2f} before, {load_after[0]:.2f} / {load_after[1]:.2f} after"

@@ -94,6 +94,9 @@ class LabelRows:
             found = self._dict
             return np.fromiter((found.get(x, -1) for x in labels.tolist()), np.int64, len(labels))
         at = labels - self._base
+        if len(at) and int(at.min()) >= 0 and int(at.max()) < len(self._table):
+            gathered: Int64s = self._table[at]  # the common case (every label in range): one gather, no mask
+            return gathered
         inside = (at >= 0) & (at < len(self._table))
         out = np.full(len(labels), -1, np.int64)
         out[inside] = self._table[at[inside]]

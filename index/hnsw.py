@@ -7,7 +7,9 @@
   ``max_deleted_share`` and the owner calls ``rebuild()``, which builds a fresh graph while searches
   keep using the old one (adds and removes wait), then swaps.
 * Our float32 copy (``hnsw_rows``): an array for a small index; a large one, once loaded or saved,
-  reads its rows from the saved vectors file (page cache, not process memory), newer rows in memory.
+  reads its rows from the saved graph file (page cache, not process memory), newer rows in memory.
+  hnswlib runs in inner-product space on our unit vectors, so it holds the same float32 bytes as
+  our copy, and each save writes our copy into the graph file's records (``hnsw_file.stamp``).
 * Forget: ``remove`` zeroes our float32 copy at once; hnswlib keeps a tombstoned vector in memory (it
   still routes searches) until ``rebuild()``, but ``save()`` overwrites it in the file it writes
   (``hnsw_file``), so no saved file holds a removed vector (replaced files are unlinked, not shredded).
@@ -16,15 +18,15 @@
   our copy; equal scores rank the lower label first.
 * Concurrent searches; add/remove/resize/swap exclude them (hnswlib crashes on a search during an insert).
 * ``save``/``load`` keep a manifest with owner ``meta``; ``load`` checks format, shape, parameters, meta
-  and checksums before hnswlib reads a byte, and raises IndexStale naming every difference.
+  and checksums before hnswlib reads a byte (``hnsw_load``), and raises IndexStale naming every difference.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,16 +36,17 @@ import numpy as np
 import numpy.typing as npt
 
 from mempager.errors import ConfigError, DimensionMismatch, IndexStale, InvalidInput, NonFiniteVector
+from mempager.index import hnsw_file, hnsw_load
 from mempager.index import manifest as persist
-from mempager.index.hnsw_file import scrub_deleted
-from mempager.index.hnsw_rows import RESIDENT_MAX_ROWS, FileRows, MemoryRows, Rows
+from mempager.index.hnsw_rows import RESIDENT_MAX_ROWS, MemoryRows, Rows
 from mempager.index.labelmap import LabelRows
 from mempager.index.manifest import BoolArray, Manifest
 from mempager.index.rwlock import RWLock
 from mempager.types import FloatMatrix, LabelArray, as_labels, as_vectors
 
+log = logging.getLogger("mempager.hnsw")
 KIND = "hnsw"
-_PREFIXES = ("hnsw", "vectors")
+_PREFIXES = ("hnsw", "rows", "vectors")  # vectors: the files of older saves (``hnsw_load``)
 _CHUNK = 4096  # rows added per write-lock hold, so searches interleave with a big load
 _SELECTIVE_SHARE = 0.05  # below this share of live rows, a filtered graph walk is slower than a scan
 
@@ -291,7 +294,7 @@ class HnswIndex:
             old.vectors.close()
 
     def _new_state(self, capacity: int) -> _State:
-        graph = hnswlib.Index(space="cosine", dim=self._dim)
+        graph = hnswlib.Index(space="ip", dim=self._dim)  # on unit vectors (``_unit``): cosine
         with _hnswlib("create the index"):
             graph.init_index(max_elements=capacity, M=self._M, ef_construction=self._ef_construction)
             graph.set_ef(self._ef)
@@ -375,7 +378,7 @@ class HnswIndex:
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, directory: Path, meta: Mapping[str, Any] | None = None) -> None:
-        """Write the graph, the vectors and (last) the manifest, each atomically and durably.
+        """Write the graph (holding our vectors), the rows file and (last) the manifest, each atomically and durably.
 
         ``meta`` (default: ``self.meta``) goes into the manifest and becomes ``self.meta``.
         """
@@ -384,11 +387,17 @@ class HnswIndex:
         meta_out = persist.normalise_meta(self.meta if meta is None else meta)
         with self._mutate:  # a consistent snapshot; searches are read-only and may continue
             state = self._state
+            stamped: list[hnsw_file.Stamped] = []
             graph_file = persist.write_content_file(
-                directory, "hnsw", ".bin", lambda path: self._write_graph(state, path)
+                directory, "hnsw", ".bin", lambda path: stamped.append(self._write_graph(state, path))
             )
-            vectors_file = persist.write_content_file(
-                directory, "vectors", ".bin", lambda path: persist.write_rows(path, *state.snapshot())
+            rows_file = persist.write_content_file(
+                directory,
+                "rows",
+                ".bin",
+                lambda path: hnsw_load.write_rows_file(
+                    path, state.row_labels[: state.size], stamped[0], state.live[: state.size]
+                ),
             )
             persist.fsync_dir(directory)
             manifest = Manifest(
@@ -400,34 +409,30 @@ class HnswIndex:
                 rows=state.size,
                 deleted=state.deleted,
                 max_label=int(state.rows.labels()[-1]) if state.rows else None,
-                files={"index": graph_file, "vectors": vectors_file},
+                files={"index": graph_file, "rows": rows_file},
                 meta=meta_out,
             )
             persist.write_manifest(directory, manifest)
             persist.remove_unreferenced(directory, manifest, _PREFIXES)
             self.meta = meta_out
-            if state.size > self._resident_max_rows:  # from now on, read saved rows from the file just written
+            if state.size > self._resident_max_rows:  # from now on, read saved rows from the graph just written
+                graph_path = directory / graph_file.name
                 with self._rw.write():
                     old = state.vectors
-                    state.vectors = FileRows(
-                        directory / vectors_file.name, state.size, self._dim, state.size, len(state.live), state.live
+                    state.vectors = hnsw_load.file_rows(
+                        graph_path, stamped[0].layout, stamped[0].record_of, self._dim, len(state.live), state.live
                     )
                 old.close()
 
-    def _write_graph(self, state: _State, path: Path) -> None:
-        """hnswlib's file, with every tombstone's vector overwritten before the file is hashed and
-        renamed into place: a forgotten memory's vector never reaches a saved index."""
+    def _write_graph(self, state: _State, path: Path) -> hnsw_file.Stamped:
+        """hnswlib's file with our copy of every row in its records and every tombstone's vector
+        overwritten, before the file is hashed and renamed into place: a forgotten memory's vector
+        never reaches a saved index, and the file's vectors are the ones we score with (an index
+        loaded from an older save holds hnswlib's cosine-normalised copies, a few ulps off ours)."""
         with _hnswlib("save the graph"):
             state.graph.save_index(str(path))
-        if not state.deleted:
-            return
-        done = scrub_deleted(path, self._dim)
-        rows = done.sample_labels.astype(np.int64)
-        if done.deleted != state.deleted or not np.allclose(done.sample_vectors, state.vectors.take(rows), atol=1e-5):
-            raise IndexStale(
-                f"erasing tombstones in {path} found {done.deleted} deleted elements (expected "
-                f"{state.deleted}) or vectors that differ from ours; rebuild the index from the store"
-            )
+        _, blocks, live = state.snapshot()
+        return hnsw_file.stamp(path, self._dim, blocks, live)
 
     def load(self, directory: Path, expect_meta: Mapping[str, Any] | None = None) -> None:
         """Replace the contents with a saved index, or raise IndexStale saying what differs.
@@ -442,7 +447,8 @@ class HnswIndex:
                 f"no manifest in {directory}: the index was never saved there or its save "
                 "did not finish; rebuild it from the store"
             )
-        self._check(manifest, self.meta if expect_meta is None else expect_meta, directory)
+        ours = {"kind": KIND, "dim": self._dim, "M": self._M, "ef_construction": self._ef_construction}
+        hnsw_load.check_manifest(manifest, ours, self.meta if expect_meta is None else expect_meta, directory)
         with self._mutate:
             fresh = self._read(directory, manifest)
             with self._rw.write():
@@ -452,49 +458,31 @@ class HnswIndex:
 
     def _read(self, directory: Path, manifest: Manifest) -> _State:
         # Checksums first: a truncated or bit-flipped file must never reach hnswlib (it can crash).
-        # Both files are checked side by side (CRCs and reads release the GIL), before hnswlib
-        # loads the graph: it holds the GIL throughout, which would stall a check running meanwhile.
-        path, n = directory / manifest.files["vectors"].name, manifest.rows
-        resident = n <= self._resident_max_rows
+        n = manifest.rows
         capacity = max(n + 1024, n * 5 // 4, 1)  # headroom: the first add after opening does not resize
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            check = persist.read_verified if resident else persist.verify_file
-            checked = pool.submit(check, directory, manifest.files["vectors"])
-            graph_path = persist.verify_file(directory, manifest.files["index"])
-            done = checked.result()
-        graph = hnswlib.Index(space="cosine", dim=self._dim)
-        with _hnswlib(f"load {graph_path}"):
-            graph.load_index(str(graph_path), max_elements=capacity)
+        checked = hnsw_load.check(directory, manifest, self._dim, resident=n <= self._resident_max_rows)
+        graph = self._graph_of(checked, capacity)
+        with _hnswlib(f"load {checked.graph}"):
             graph.set_ef(self._ef)  # hnswlib does not save ef
         if graph.element_count != n:
-            raise IndexStale(f"{graph_path} holds {graph.element_count} rows, the manifest says {n}; rebuild it")
-        vectors: Rows
-        if isinstance(done, np.ndarray):
-            labels, saved, live = persist.read_rows(done, manifest)
-            vectors = MemoryRows(np.zeros((capacity, self._dim), np.float32))
-            vectors.vectors[:n] = saved
-        else:  # a large index: its rows are read from the file when needed
-            labels, live = persist.read_labels(path, manifest)
-            vectors = FileRows(path, n, self._dim, n, capacity, live)
+            raise IndexStale(f"{checked.graph} holds {graph.element_count} rows, the manifest says {n}; rebuild it")
+        labels, live = checked.labels, checked.live
         rows = LabelRows()
         rows.set_many(labels[live], np.flatnonzero(live))
-        return _State(graph, vectors, _padded(labels, capacity), _padded(live, capacity), rows, n)
+        return _State(graph, checked.rows(capacity), _padded(labels, capacity), _padded(live, capacity), rows, n)
 
-    def _check(self, manifest: Manifest, expect_meta: Mapping[str, Any], directory: Path) -> None:
-        problems = [
-            f"{name} is {saved!r}, expected {ours!r}"
-            for name, saved, ours in (
-                ("kind", manifest.kind, KIND),
-                ("dim", manifest.dim, self._dim),
-                ("M", manifest.M, self._M),
-                ("ef_construction", manifest.ef_construction, self._ef_construction),
-            )
-            if saved != ours
-        ]
-        problems += persist.meta_differences(manifest.meta, expect_meta)
-        if set(manifest.files) != {"index", "vectors"}:
-            problems.append(f"files are {sorted(manifest.files)}, expected ['index', 'vectors']")
-        if problems:
-            raise IndexStale(
-                f"saved index in {directory} does not match: {'; '.join(problems)}; rebuild it from the store"
-            )
+    def _graph_of(self, checked: hnsw_load.Checked, capacity: int) -> Any:
+        """hnswlib's graph of a checked save: restored from its state (``hnsw_state``), or read with
+        ``load_index`` (an older save, or a state this hnswlib refuses)."""
+        if checked.state is not None:
+            try:
+                with checked.state(capacity) as state:
+                    graph = hnswlib.Index.__new__(hnswlib.Index)
+                    graph.__setstate__((state,))
+                    return graph
+            except (RuntimeError, ValueError, TypeError) as exc:
+                log.warning("hnswlib refused the saved graph's state (%s); reading %s instead", exc, checked.graph)
+        graph = hnswlib.Index(space="ip", dim=self._dim)
+        with _hnswlib(f"load {checked.graph}"):
+            graph.load_index(str(checked.graph), max_elements=capacity)
+        return graph

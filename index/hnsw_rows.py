@@ -3,9 +3,10 @@
 Scores and ``get_vectors`` come from this copy, not from hnswlib's (hnswlib hands a vector back at
 ~15 µs each). In memory it costs 4 x dim bytes a row, on top of hnswlib's own copy: at a million
 384-d vectors that is 1.5 GB more. So a large index, once loaded or saved, reads the rows it needs
-(a search reads ~50, a completion ~40) from its saved vectors file with positional reads, through
-the page cache, and keeps in memory only the rows added since (``FileRows``); a small one keeps an
-array (``MemoryRows``), as before. Either way a read returns the same float32 bytes.
+(a search reads ~50, a completion ~40) from its saved graph file's records (an older save: its vectors
+file) with positional reads, through the page cache, and keeps in memory only the rows added since
+(``FileRows``); a small one keeps an array (``MemoryRows``), as before. Either way a read returns
+the same float32 bytes (``hnsw_file.stamp`` writes them into the graph file).
 
 A removed row reads as zeros in both (the saved file may still hold it until the next save, which
 writes a file without it, as it always did).
@@ -60,19 +61,39 @@ class MemoryRows:
 
 
 class FileRows:
-    """Rows below ``base`` read from a saved vectors file (``manifest.write_rows`` layout: labels
-    int64[n], vectors float32[n, dim], live uint8[n]); rows from ``base`` on in memory.
+    """Rows below ``base`` read from a saved file; rows from ``base`` on in memory.
+
+    Row i's float32 vector sits at byte ``at + record_of[i] * stride`` of the file: by default the
+    layout of an older save's vectors file (``manifest.write_rows``: labels int64[n], vectors
+    float32[n, dim], live uint8[n]; ``record_of[i] == i``); a newer save's rows are read from the
+    records of its hnswlib graph file, which ``hnsw_file.stamp`` fills with the same float32 bytes
+    (``hnsw_file.Layout``; ``record_of``: the record ``stamp`` found each row in).
 
     The file is opened once and read with ``os.preadv`` (thread-safe: no shared offset); it stays
     readable after a later save unlinks it, until ``close``.
     """
 
-    def __init__(self, path: Path, rows_in_file: int, dim: int, base: int, capacity: int, live: BoolArray) -> None:
+    def __init__(
+        self,
+        path: Path,
+        rows_in_file: int,
+        dim: int,
+        base: int,
+        capacity: int,
+        live: BoolArray,
+        *,
+        at: int | None = None,
+        stride: int | None = None,
+        record_of: LabelArray | None = None,
+    ) -> None:
         self._fd = os.open(path, os.O_RDONLY)
         self._dim, self._base, self._n = dim, base, rows_in_file
-        self._at = 8 * rows_in_file  # the vectors follow the labels
+        self._at = 8 * rows_in_file if at is None else at  # in a vectors file, the vectors follow the labels
         self._width = 4 * dim
-        if os.fstat(self._fd).st_size < self._at + self._width * rows_in_file:
+        self._stride = self._width if stride is None else stride
+        self._record_of = record_of  # row -> its place in the file (None: the row's own number)
+        end = self._at + self._stride * (rows_in_file - 1) + self._width if rows_in_file else 0
+        if self._stride < self._width or os.fstat(self._fd).st_size < end:
             os.close(self._fd)
             raise IndexStale(f"{path} is shorter than its {rows_in_file} rows; rebuild the index from the store")
         self._erased = ~live[:base].astype(bool)  # rows removed before or since: they read as zeros
@@ -100,17 +121,21 @@ class FileRows:
         return out
 
     def _read(self, rows: LabelArray, out: FloatMatrix) -> None:
+        if self._record_of is not None:
+            rows = self._record_of[rows]
         if len(rows) <= _PREAD_MAX:
-            fd, at, width = self._fd, self._at, self._width
+            fd, at, width, stride = self._fd, self._at, self._width, self._stride
             for i, row in enumerate(rows.tolist()):
-                if os.preadv(fd, [out[i].data], at + row * width) != width:
+                if os.preadv(fd, [out[i].data], at + row * stride) != width:
                     raise IndexStale(f"short read of row {row} from the saved vectors; rebuild the index")
             return
         # Many rows (an exact scan): through a read-only mapping, a slice of the file at a time,
         # each slice's pages dropped from this process once read.
         order = np.argsort(rows, kind="stable")
         with mmap.mmap(self._fd, 0, prot=mmap.PROT_READ) as mapped:
-            matrix = np.frombuffer(mapped, np.float32, self._n * self._dim, self._at).reshape(self._n, self._dim)
+            matrix: FloatMatrix = np.ndarray(
+                (self._n, self._dim), np.float32, buffer=mapped, offset=self._at, strides=(self._stride, 4)
+            )
             try:
                 for lo in range(0, len(order), _SLICE):
                     pick = order[lo : lo + _SLICE]

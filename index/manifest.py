@@ -7,12 +7,12 @@ same way. A crash at any point therefore leaves the previous manifest pointing a
 present) files, and a reader never needs to trust bytes it has not checked. Files no manifest refers
 to are removed after each save.
 
-Opening checks the chunk CRCs (two chunks at a time: file reads and ``zlib.crc32`` release the GIL,
-and CRC-32 runs at ~7 GB/s where sha256 runs at ~1 GB/s; at a million 384-d vectors the two files
-are 3.2 GB). What the check is for is damage (truncation, torn writes, bit rot), which CRC-32 detects
-(every burst up to 32 bits, anything else but 1 in 2^32); it is no defence against someone who can
-write the index directory, and neither was sha256 next to its manifest. A manifest written before
-the CRCs existed is checked by its sha256.
+Opening checks the chunk CRCs (four chunks at a time: file reads and ``zlib.crc32`` release the GIL,
+and CRC-32 runs at ~7 GB/s where sha256 runs at ~1 GB/s; at a million 384-d vectors the graph file
+is 1.7 GB, and older saves had a 1.5 GB vectors file beside it). What the check is for is damage
+(truncation, torn writes, bit rot), which CRC-32 detects (every burst up to 32 bits, anything else
+but 1 in 2^32); it is no defence against someone who can write the index directory, and neither was
+sha256 next to its manifest. A manifest written before the CRCs existed is checked by its sha256.
 
 One directory holds one index and has one writer at a time.
 """
@@ -23,7 +23,6 @@ import contextlib
 import hashlib
 import itertools
 import json
-import mmap
 import os
 import tempfile
 import zlib
@@ -45,6 +44,8 @@ FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 _CHUNK = 1 << 20
 CRC_CHUNK = 64 << 20  # bytes per CRC-32 in a manifest entry
+_READ = 8 << 20  # bytes a read when checking a file's CRCs
+_READERS = 4  # chunks checked at once
 BoolArray = npt.NDArray[np.bool_]
 ByteArray = npt.NDArray[np.uint8]
 
@@ -260,27 +261,28 @@ def _crcs(data: memoryview) -> tuple[int, ...]:
 
 
 def _file_crcs(fd: int, size: int) -> tuple[int, ...]:
-    """The chunk CRCs of an open file, two chunks at a time (``zlib.crc32`` releases the GIL).
+    """The chunk CRCs of an open file, four chunks at a time (reads and ``zlib.crc32`` release the GIL).
 
-    The file is mapped, not read into buffers: the CRC reads the page cache in place (7 GB/s,
-    against ~1.5 GB/s through a copy), and each chunk's pages leave this process once checked."""
+    Each chunk is read in ``_READ`` pieces into a buffer its thread reuses: four reads in flight
+    keep a cold disk busy (~2 GB/s here, against ~1.2 GB/s faulting a mapping in two threads),
+    and nothing of the file stays in this process once checked."""
     if size == 0:
         return (zlib.crc32(b""),)
-    with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
-        mapped.madvise(mmap.MADV_SEQUENTIAL)
-        view = memoryview(mapped)
 
-        def chunk(lo: int) -> int:
-            length = min(CRC_CHUNK, size - lo)
-            crc = zlib.crc32(view[lo : lo + length])
-            mapped.madvise(mmap.MADV_DONTNEED, lo, length)
-            return crc
+    def chunk(lo: int) -> int:
+        buffer = bytearray(min(_READ, size - lo))
+        view = memoryview(buffer)
+        crc, at, end = 0, lo, min(lo + CRC_CHUNK, size)
+        while at < end:
+            got = os.preadv(fd, [view[: min(len(buffer), end - at)]], at)
+            if got <= 0:
+                raise OSError(f"the file ended at byte {at} of {size}")
+            crc = zlib.crc32(view[:got], crc)
+            at += got
+        return crc
 
-        try:
-            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="mempager-crc") as pool:
-                return tuple(pool.map(chunk, range(0, size, CRC_CHUNK)))
-        finally:
-            view.release()
+    with ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="mempager-crc") as pool:
+        return tuple(pool.map(chunk, range(0, size, CRC_CHUNK)))
 
 
 def _sha256(fh: Any) -> str:
@@ -358,12 +360,16 @@ def remove_unreferenced(directory: Path, manifest: Manifest, prefixes: tuple[str
 
 # -- the rows file ------------------------------------------------------------------------------
 # Layout, little-endian, no header (the manifest has rows and dim):
-# labels int64[rows], vectors float32[rows, dim], live uint8[rows].
+# labels int64[rows], vectors float32[rows, dim], live uint8[rows]. An index's saves since the
+# graph file holds its vectors (``hnsw_file.stamp``) write no vectors: labels int64[rows], live uint8[rows].
 
 
-def write_rows(path: Path, labels: LabelArray, vectors: Iterable[FloatMatrix], live: BoolArray) -> None:
-    """``vectors``: the rows' vectors in order, in as many blocks as the caller likes (a large
-    index streams them from its file rather than gather them all in memory)."""
+def write_rows(
+    path: Path, labels: LabelArray, vectors: Iterable[npt.NDArray[Any]], live: BoolArray | ByteArray
+) -> None:
+    """``vectors``: what sits between the labels and the live flags, in as many blocks as the
+    caller likes: the rows' vectors in an older save (a large index streamed them from its file
+    rather than gather them all in memory), each row's record in the graph file in a newer one."""
     parts: Iterator[npt.NDArray[Any]] = itertools.chain([labels], vectors, [live])
     with open(path, "wb") as fh:
         for part in parts:
@@ -381,7 +387,7 @@ def read_rows(data: ByteArray, manifest: Manifest) -> tuple[LabelArray, FloatMat
     # Views of the verified buffer: no copy, and writable, so remove() can zero rows in place.
     labels = data[: 8 * n].view("<i8").astype(np.int64, copy=False)
     vectors = data[8 * n : (8 + 4 * dim) * n].view("<f4").reshape(n, dim)
-    live = _checked(labels, data[(8 + 4 * dim) * n :], manifest)
+    live = checked_live(labels, data[(8 + 4 * dim) * n :], manifest)
     return labels, vectors.astype(np.float32, copy=False), live
 
 
@@ -400,10 +406,10 @@ def read_labels(path: Path, manifest: Manifest) -> tuple[LabelArray, BoolArray]:
         raise IndexStale(f"cannot read {path} ({exc}); rebuild the index from the store") from exc
     if got != (8 * n, n):
         raise IndexStale(f"{path} is shorter than its {n} rows; rebuild the index from the store")
-    return labels.astype(np.int64, copy=False), _checked(labels, flags, manifest)
+    return labels.astype(np.int64, copy=False), checked_live(labels, flags, manifest)
 
 
-def _checked(labels: LabelArray, flags: ByteArray, manifest: Manifest) -> BoolArray:
+def checked_live(labels: LabelArray, flags: ByteArray, manifest: Manifest) -> BoolArray:
     """The live flags as booleans, after checking them and the labels against the manifest."""
     n = manifest.rows
     if flags.size and int(flags.max()) > 1:

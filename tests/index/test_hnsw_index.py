@@ -180,7 +180,7 @@ def test_manifest_records_the_index(tmp_path: Path, make_vectors: MakeVectors) -
     assert isinstance(manifest, Manifest)
     assert (manifest.kind, manifest.dim, manifest.M, manifest.ef_construction) == ("hnsw", 8, 12, 50)
     assert (manifest.count, manifest.rows, manifest.deleted, manifest.max_label) == (2, 4, 2, 40)
-    assert dict(manifest.meta) == {"generation": 1} and set(manifest.files) == {"index", "vectors"}
+    assert dict(manifest.meta) == {"generation": 1} and set(manifest.files) == {"index", "rows"}
     for entry in manifest.files.values():
         assert (tmp_path / entry.name).stat().st_size == entry.size
 

@@ -128,8 +128,9 @@ DAMAGE: dict[str, tuple[Callable[[Path], object], str]] = {
     "bit-flip-index-body": (lambda d: flip_bit(files(d)["index"], files(d)["index"].stat().st_size // 2), "checksum"),
     "empty-index": (lambda d: files(d)["index"].write_bytes(b""), "bytes"),
     "missing-index": (lambda d: files(d)["index"].unlink(), "cannot read"),
-    "truncated-vectors": (lambda d: files(d)["vectors"].write_bytes(files(d)["vectors"].read_bytes()[:-1]), "bytes"),
-    "bit-flip-vectors": (lambda d: flip_bit(files(d)["vectors"], 100), "checksum"),
+    "truncated-rows": (lambda d: files(d)["rows"].write_bytes(files(d)["rows"].read_bytes()[:-1]), "bytes"),
+    "bit-flip-rows": (lambda d: flip_bit(files(d)["rows"], 100), "checksum"),
+    "missing-rows": (lambda d: files(d)["rows"].unlink(), "cannot read"),
     "missing-manifest": (lambda d: (d / MANIFEST_NAME).unlink(), "no manifest"),
     "malformed-manifest": (lambda d: (d / MANIFEST_NAME).write_text('{"format_version": 1, "kind": '), "malformed"),
 }
@@ -181,4 +182,4 @@ def test_sigkill_during_saves_leaves_a_loadable_generation(tmp_path: Path) -> No
     assert all(line.startswith("OK") for line in seen[first_ok:]), seen
     assert first_ok <= 1, seen
     leftovers = {p.name for p in directory.iterdir()} - {MANIFEST_NAME, *(p.name for p in files(directory).values())}
-    assert all(name.endswith(".tmp") or name.startswith(("hnsw-", "vectors-")) for name in leftovers)
+    assert all(name.endswith(".tmp") or name.startswith(("hnsw-", "rows-")) for name in leftovers)

@@ -74,8 +74,8 @@ def test_save_and_rebuild_purge_a_forgotten_vector_from_the_saved_files(
 
     index.save(tmp_path)
     on_disk = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    vectors_file = next(name for name in on_disk if name.startswith("vectors-"))
-    assert on_disk[vectors_file].count(needle) == 0  # our own copy was zeroed by remove()
+    rows_file = next(name for name in on_disk if name.startswith("rows-"))
+    assert on_disk[rows_file].count(needle) == 0
     graph_file = next(name for name in on_disk if name.startswith("hnsw-"))
     # hnswlib keeps the tombstone's bytes in memory, but save() overwrites them in the file it writes
     assert on_disk[graph_file].count(needle) == 0

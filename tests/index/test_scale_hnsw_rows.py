@@ -1,5 +1,5 @@
-"""A large index reads its saved rows from the vectors file: same answers as one that holds them in
-memory, through adds, removes, rebuilds and saves; damage is still detected before use."""
+"""A large index reads its saved rows from the saved graph file: same answers as one that holds them
+in memory, through adds, removes, rebuilds and saves; damage is still detected before use."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from mempager.errors import IndexStale
 from mempager.index import hnsw_rows
 from mempager.index.hnsw import HnswIndex
+from mempager.index.hnsw_file import read_layout
 from mempager.index.hnsw_rows import FileRows, MemoryRows
 from mempager.index.manifest import MANIFEST_NAME, read_manifest
 
@@ -99,14 +100,18 @@ def test_many_rows_are_read_through_a_mapping(tmp_path: Path, make_vectors: Make
     assert np.array_equal(memory._state.vectors.take(rows), filed._state.vectors.take(rows))
 
 
-@pytest.mark.parametrize("where", ["labels", "vector", "flags"])
-def test_damage_to_the_vectors_file_is_found_on_load(tmp_path: Path, make_vectors: MakeVectors, where: str) -> None:
+@pytest.mark.parametrize("where", ["labels", "records", "flags", "vector"])
+def test_damage_to_the_saved_rows_is_found_on_load(tmp_path: Path, make_vectors: MakeVectors, where: str) -> None:
     pair(tmp_path, make_vectors(1500, DIM))
     manifest = read_manifest(tmp_path)
-    assert manifest is not None and manifest.files["vectors"].crc32
-    path = tmp_path / manifest.files["vectors"].name
+    assert manifest is not None and manifest.files["rows"].crc32 and manifest.files["index"].crc32
+    which = "index" if where == "vector" else "rows"
+    path = tmp_path / manifest.files[which].name
     data = bytearray(path.read_bytes())
-    at = {"labels": 16, "vector": 8 * 1500 + 4 * DIM * 700 + 2, "flags": len(data) - 3}[where]
+    where_in_graph = (
+        read_layout(path, DIM).vectors_at + 700 * read_layout(path, DIM).per_element + 2 if which == "index" else 0
+    )
+    at = {"labels": 16, "records": 8 * 1500 + 40, "flags": len(data) - 3, "vector": where_in_graph}[where]
     data[at] ^= 0x01
     path.write_bytes(bytes(data))
     with pytest.raises(IndexStale, match="checksum"):
@@ -131,7 +136,7 @@ def test_a_manifest_without_crcs_is_checked_by_its_sha256(tmp_path: Path, make_v
 def test_crcs_in_a_manifest_must_cover_the_file(tmp_path: Path, make_vectors: MakeVectors) -> None:
     pair(tmp_path, make_vectors(200, DIM))
     body = json.loads((tmp_path / MANIFEST_NAME).read_text())
-    body["files"]["vectors"]["crc32"] = [0, 1]  # two chunks for a file of one
+    body["files"]["rows"]["crc32"] = [0, 1]  # two chunks for a file of one
     (tmp_path / MANIFEST_NAME).write_text(json.dumps(body))
     with pytest.raises(IndexStale, match="malformed"):
         HnswIndex(DIM).load(tmp_path)

@@ -13,6 +13,7 @@ import pytest
 
 from mempager.errors import IndexStale
 from mempager.index.lexical import MANIFEST, LexicalIndex, State
+from mempager.index.lexical_npz import member_crcs
 from mempager.index.lexical_postings import PostingLists
 
 WORDS = "alpha beta gamma delta omega river stone cloud ember frost main.py v1.2.3 user@example.com".split()
@@ -73,6 +74,7 @@ def test_a_save_without_postings_still_loads(tmp_path: Path) -> None:
     data = buf.getvalue()
     path.write_bytes(data)
     manifest["data"].update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    del manifest["data"]["crc32"]  # saves before CRCs were kept: checked by the sha256
     (tmp_path / MANIFEST).write_text(json.dumps(manifest))
     loaded = LexicalIndex()
     loaded.load(tmp_path)
@@ -101,9 +103,10 @@ def test_inconsistent_saved_postings_are_refused(tmp_path: Path, harm) -> None: 
     np.savez(buf, **arrays)
     data = buf.getvalue()
     path.write_bytes(data)
-    manifest["data"].update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    # checksummed as written: the postings checks, not the CRCs, must refuse it
+    manifest["data"].update(sha256=hashlib.sha256(data).hexdigest(), size=len(data), crc32=member_crcs(data))
     (tmp_path / MANIFEST).write_text(json.dumps(manifest))
-    with pytest.raises(IndexStale):
+    with pytest.raises(IndexStale, match="postings"):
         LexicalIndex().load(tmp_path)
 
 

@@ -69,7 +69,7 @@ def assert_visible(store_path: Path, needles: list[bytes]) -> None:
     where = {n: {f.name.split("-")[0] for f in owned_files(store_path) if n in f.read_bytes()} for n in needles}
     text, vector = needles
     assert {"agent.duckdb", "lexical"} <= where[text], where
-    assert {"agent.duckdb", "vectors", "hnsw"} <= where[vector], where
+    assert {"agent.duckdb", "hnsw"} <= where[vector], where  # the graph file holds the index's vectors
 
 
 def test_hard_forget_leaves_no_bytes(store_path: Path) -> None:

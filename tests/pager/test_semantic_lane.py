@@ -142,7 +142,7 @@ def test_concurrent_retrieves_while_writing_and_embedding(store_path: Path) -> N
         assert len(p.semantic) == p.stats()["memories"]
 
 
-@pytest.mark.parametrize("damage", ["truncate", "bitflip", "no_manifest", "foreign"])
+@pytest.mark.parametrize("damage", ["truncate", "bitflip", "no_manifest", "foreign", "rows_truncate", "rows_bitflip"])
 def test_damaged_index_is_detected_and_rebuilt(store_path: Path, damage: str) -> None:
     with mempager.open(store_path, actor="neo", config=HASH) as p:
         p.remember_many([{"type": "fact", "text": f"fact {i} on the billing service"} for i in range(1500)])
@@ -150,11 +150,11 @@ def test_damaged_index_is_detected_and_rebuilt(store_path: Path, damage: str) ->
         model = p.semantic.model
         expected = p.retrieve("billing service fact 42", k=5)
     folder = index_dir(store_path, "neo", model)
-    files = sorted(f for f in folder.iterdir() if f.name.startswith("hnsw"))
-    if damage == "truncate":
+    files = sorted(f for f in folder.iterdir() if f.name.startswith("rows-" if "rows" in damage else "hnsw"))
+    if damage in ("truncate", "rows_truncate"):
         data = files[0].read_bytes()
         files[0].write_bytes(data[: len(data) // 3])
-    elif damage == "bitflip":
+    elif damage in ("bitflip", "rows_bitflip"):
         data = bytearray(files[0].read_bytes())
         for pos in range(100, len(data), 997):
             data[pos] ^= 0xFF

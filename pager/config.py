@@ -159,6 +159,17 @@ class PagerConfig:
     # pass itself (about 2 s at 100k memories; benchmarks/results/erasure.md); also at close(),
     # and at once with forget(..., wait=True) or erase_now(). 0: a pass starts right away.
     erase_delay_seconds: float = 20.0
+    # LLM consolidation steps (consolidation/merge.py, replay.py, reflection.py, auto_wrap.py): the
+    # chat endpoint is LLMSettings (MEMPAGER_LLM_URL/_MODEL/_API_KEY); these bound every call
+    llm_timeout_seconds: float = 60.0
+    llm_max_attempts: int = 3  # tries per request (the first included); 429, 5xx and refused connections only
+    llm_backoff_seconds: float = 1.0  # wait before the 2nd try; doubles per try
+    # a type/scope holding more than this many live memories is offered to the LLM for merging
+    # (seed 000's compaction threshold); at most merge_max_memories of them per call (the newest)
+    merge_threshold: int = 20
+    merge_max_memories: int = 200
+    # one consolidation per store at a time; a holder that died frees the lock after this long
+    consolidation_lock_seconds: float = 900.0
     token_estimator: Callable[[str], int] = estimate_tokens
 
     def __post_init__(self) -> None:
@@ -183,6 +194,9 @@ class PagerConfig:
             "patterns_budget_tokens",
             "page_budget_tokens",
             "menu_max_patterns",
+            "llm_max_attempts",
+            "merge_threshold",
+            "merge_max_memories",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -262,7 +276,13 @@ class PagerConfig:
         delay = self.erase_delay_seconds
         if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0.0 <= delay < math.inf:
             raise ConfigError(f"erase_delay_seconds must be a finite number of seconds >= 0, got {delay!r}")
-        for name in ("embed_backoff_seconds", "embed_max_backoff_seconds"):
+        for name in (
+            "embed_backoff_seconds",
+            "embed_max_backoff_seconds",
+            "llm_timeout_seconds",
+            "llm_backoff_seconds",
+            "consolidation_lock_seconds",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < math.inf:
                 raise ConfigError(f"{name} must be a finite number of seconds > 0, got {value!r}")

@@ -1,7 +1,7 @@
 """The Pager: pins, page-faults, writes back. It owns no data; the store does.
 
 ``Pager`` is a facade over explicit collaborators, each built with only the store, lanes and
-config it needs (see ``Pager.__init__`` for the wiring):
+config it needs (``wiring.collaborators`` builds them all):
 
     Writer          writing/writeback.py      remember*, record_outcome, identity/goal/rules/constraints
     Editor          writing/edits.py          update
@@ -14,6 +14,7 @@ config it needs (see ``Pager.__init__`` for the wiring):
     Transfer        maintenance/transfer.py   export, import_memories, backup
     EmbedWorkers    maintenance/workers.py    background embedding
     Consolidator    consolidation/wrap.py     prepare_wrap, save_continuity, continuity
+    LLM steps       consolidation/llm_steps   merge, replay, reflect, distill, auto_wrap (built per call)
 
 The public methods stay here and delegate; this module also owns the lifecycle (open the
 lanes, listen to the store, close and save) and ``stats``.
@@ -30,34 +31,31 @@ from typing import TYPE_CHECKING, Any
 
 from mempager.clock import Clock
 from mempager.config import PagerConfig
+from mempager.consolidation import llm_steps
 from mempager.consolidation.report import SaveResult, Wrap
 from mempager.consolidation.schema import SectionSchema
-from mempager.consolidation.wrap import Consolidator
 from mempager.errors import MemoryNotFound
 from mempager.lanes.filters import where_of
 from mempager.lanes.opening import open_lanes
-from mempager.lanes.retrieval import Retriever
-from mempager.maintenance.erasure import Eraser
-from mempager.maintenance.migration import ModelMigration, resolve_active
-from mempager.maintenance.workers import EmbedWorkers
-from mempager.paging.assemble import PageAssembler, page_arguments
+from mempager.paging.assemble import page_arguments
 from mempager.paging.page import Page
 from mempager.paging.pinned import PinnedBlock
 from mempager.patterns import Pattern, PatternSpec
-from mempager.procedural.procedures import Procedures
-from mempager.procedural.review import ReviewQueue
 from mempager.protocols import Embedder, Store
+from mempager.shutdown import closing, track
 from mempager.status import pager_stats
 from mempager.store.base import translate
 from mempager.store.journal import ReviewItem
 from mempager.types import AuditEntry, AuditReport, Memory, MemoryType, PutResult, Snippet
 from mempager.validate import check_actor, parse_since, parse_uri
-from mempager.writing.build import MemoryBuilder
-from mempager.writing.edits import Editor
-from mempager.writing.gate import EncodingGate
-from mempager.writing.writeback import Writer
+from mempager.wiring import collaborators
 
 if TYPE_CHECKING:
+    from mempager.consolidation.auto_wrap import AutoWrapResult
+    from mempager.consolidation.distill import DistillResult
+    from mempager.consolidation.merge import MergeResult
+    from mempager.consolidation.reflection import ReflectResult
+    from mempager.consolidation.replay import ReplayResult
     from mempager.maintenance.transfer import ImportReport, Target, Transfer
 
 log = logging.getLogger("mempager")
@@ -94,69 +92,25 @@ class Pager:
 
             self._audit_listener = listener
             store.add_audit_listener(listener)
-        # Only the store's active model is embedded: a pager of another model reads, never rewrites.
-        active = resolve_active(store, actor, self.semantic.model, adopt=config.adopt_embedder)
-        self.workers = EmbedWorkers(
-            self.semantic,
-            workers=config.embed_workers if active == self.semantic.model else 0,
-            batch_size=config.embed_batch_size,
-            max_attempts=config.embed_max_attempts,
-            backoff=config.embed_backoff_seconds,
-            max_backoff=config.embed_max_backoff_seconds,
-        )
-        # the collaborators: each gets only what it needs
-        build = MemoryBuilder(actor, config)
-        self.retriever = Retriever(
-            store, actor, config, clock=self._clock, semantic=self.semantic, lexical=self.lexical
-        )
-        self.review_queue = ReviewQueue(store, actor, config, after_write=self._after_write)
-        self.procedures = Procedures(
-            store,
-            actor,
-            config,
-            clock=self._clock,
-            embedder=self._embedder,
-            build=build,
-            review=self.review_queue,
-            after_write=self._after_write,
-        )
-        self.writer = Writer(
-            store,
-            actor,
-            config,
-            build=build,
-            gate=EncodingGate(store, actor, config),
-            after_write=self._after_write,
-            feedback=self.procedures.feedback,
-        )
-        self.assembler = PageAssembler(store, actor, config, retriever=self.retriever, procedures=self.procedures)
-        self.eraser = Eraser(
+        c = collaborators(  # wiring.py: each collaborator gets only what it needs
             store,
             actor,
             config,
             semantic=self.semantic,
             lexical=self.lexical,
-            retriever=self.retriever,
-            drop_caches=self.procedures.drop_caches,
+            clock=self._clock,
+            after_write=self._after_write,
         )
-        self.editor = Editor(
-            store,
-            actor,
-            build=build,
-            retriever=self.retriever,
-            notify=self.workers.notify,
-            rewriting=self.eraser.rewriting,
-        )
-        self.migration = ModelMigration(
-            store, actor, semantic=self.semantic, workers=self.workers, worker_count=config.embed_workers
-        )
-        self._build = build
-        self.consolidation = Consolidator(store, actor, config, self._clock, self.retriever.associations.invalidate)
+        self.workers, self.retriever, self.review_queue = c.workers, c.retriever, c.review_queue
+        self.procedures, self.writer, self.assembler = c.procedures, c.writer, c.assembler
+        self.eraser, self.editor, self.migration = c.eraser, c.editor, c.migration
+        self.consolidation, self._build = c.consolidation, c.build
         try:  # killed between a forget and its erasure: finish the erasure before serving
             self.eraser.recover()
         except BaseException:
             self._release()
             raise
+        track(self)  # closed at interpreter exit if still open then, SIGTERM included (shutdown.py)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def __enter__(self) -> Pager:
@@ -170,11 +124,12 @@ class Pager:
         if self._closed:
             return
         self._closed = True
-        self.workers.stop()
-        try:  # a failed pass is raised after the store is let go of; its mark makes the next open erase
-            self.eraser.close()
-        finally:
-            self._release()
+        with closing(self):  # no longer closed at exit; a SIGTERM in the main thread waits for the end
+            self.workers.stop()
+            try:  # a failed pass is raised after the store is let go of; its mark makes the next open erase
+                self.eraser.close()
+            finally:
+                self._release()
 
     def _release(self) -> None:
         """Let go of the store: listeners off, index caches saved, the store closed if ours."""
@@ -240,9 +195,6 @@ class Pager:
         """Every committed change to this actor's memories, whoever made it (store write lock held)."""
         self.lexical.apply(upserted, removed)
         self.semantic.track(upserted, removed)
-
-    def _embedder(self) -> Embedder:
-        return self.semantic.embedder
 
     # -- writes (Writer, Editor) -----------------------------------------------------------------
     def remember(self, type: str | MemoryType, text: str, **fields: Any) -> str:
@@ -498,3 +450,38 @@ class Pager:
     def set_section_schema(self, schema: SectionSchema | str) -> None:
         """The continuity's sections: a ``SectionSchema`` or a preset ("default", "partnership")."""
         self.consolidation.set_section_schema(schema)
+
+    # -- LLM consolidation (consolidation/llm_steps.py; each step optional, bounded, skipped on failure) --------
+    def merge(
+        self,
+        type: str | MemoryType | None = None,
+        scope: str | None = None,
+        *,
+        dry_run: bool = False,
+        llm: object = None,
+    ) -> MergeResult:
+        """LLM merge of restatements, duplicates and superseded entries where a type/scope holds more than
+        ``merge_threshold``; originals are superseded (never deleted), the merged memory derived_from them."""
+        return llm_steps.merger(self, llm).merge(type=type, scope=scope, dry_run=dry_run)
+
+    def replay(self, events: Sequence[object], *, force: bool = False, llm: object = None) -> ReplayResult:
+        """Sleep replay of a session's steps (seed 000 heuristics) into rules and lessons, through the gate."""
+        return llm_steps.replayer(self, llm).replay(events, force=force)
+
+    def reflect(
+        self, transcript: object, *, status: str | None = None, tags: Sequence[str] = (), llm: object = None
+    ) -> ReflectResult:
+        """A finished task's transcript as a diary entry (seed 002 reflection)."""
+        return llm_steps.reflector(self, llm).reflect(transcript, status=status, tags=tags)
+
+    def distill(self, *, llm: object = None) -> DistillResult:
+        """Learnings recurring across diary entries become nascent patterns waiting in the review queue."""
+        return llm_steps.distiller(self, llm).distill()
+
+    def auto_wrap(
+        self, *, session_id: str | None = None, affect: object = None, allow_shrink: object = False, llm: object = None
+    ) -> AutoWrapResult:
+        """prepare_wrap -> the configured LLM -> save_continuity; the immune system's verdicts unchanged."""
+        return llm_steps.auto_wrapper(self, llm).auto_wrap(
+            session_id=session_id, affect=affect, allow_shrink=allow_shrink
+        )

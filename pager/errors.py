@@ -105,3 +105,23 @@ class ContinuityInvalid(ConsolidationError, InvalidInput):
 
 class ShrinkRefused(ConsolidationError):
     """The new continuity would gut protected sections; the wrap stays open for a fuller one."""
+
+
+class LLMError(PagerError):
+    """An LLM step could not get a usable answer; the step is skipped and nothing is changed."""
+
+
+class LLMUnavailable(LLMError):
+    """No LLM is configured (``MEMPAGER_LLM_URL`` / ``MEMPAGER_LLM_MODEL``, or ``llm=`` in the call)."""
+
+
+class LLMTimeout(LLMError):
+    """The LLM did not answer within ``llm_timeout_seconds``."""
+
+
+class LLMHttpError(LLMError):
+    """The chat endpoint answered with an HTTP error status (or could not be reached)."""
+
+
+class LLMReplyInvalid(LLMError):
+    """The LLM answered, but not with what was asked: empty, not JSON, or not of the schema."""

@@ -197,6 +197,14 @@ class ConsolidationStore(Protocol):
 
     def take_baton(self, actor: str, session_id: str) -> None: ...
 
+    def try_lock(self, name: str, holder: str, now: datetime, ttl_seconds: float) -> bool:
+        """Take the store-wide lock ``name`` for ``holder`` unless another holds it unexpired."""
+        ...
+
+    def unlock(self, name: str, holder: str) -> None:
+        """Let go of ``name`` if ``holder`` holds it (an expired claim may be someone else's now)."""
+        ...
+
 
 class Store(Protocol):
     """The source of truth: memories, their vectors, and the pending-embedding queue."""

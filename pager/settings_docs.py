@@ -19,6 +19,7 @@ HIDDEN = "set (hidden)"
 # who reads a variable (``Setting.read_by``)
 PAGER = "PagerConfig.from_env"
 EMBEDDER = "EmbedderSettings.from_env"
+LLM_READER = "LLMSettings.from_env"
 CLI = "mempager CLI"
 SERVER = "mempager serve (MCP server)"
 
@@ -38,8 +39,9 @@ GATE = "Encoding gate"
 EMBEDDING = "Embedding"
 ENDPOINTS = "Embedder endpoints"
 HNSW = "Semantic index (HNSW)"
+LLM_STEPS = "LLM consolidation"
 LOGGING = "Logging"
-GROUPS = (STORE_GROUP, BUDGETS, RETRIEVAL, PROCEDURAL, GATE, EMBEDDING, ENDPOINTS, HNSW, LOGGING)
+GROUPS = (STORE_GROUP, BUDGETS, RETRIEVAL, PROCEDURAL, GATE, EMBEDDING, ENDPOINTS, HNSW, LLM_STEPS, LOGGING)
 
 
 @dataclass(frozen=True)
@@ -305,6 +307,32 @@ PAGER_DOCS: dict[str, tuple[str, str]] = {
         "file and the saved indexes; forgets meanwhile share the pass. Also erased at close, and at "
         "once with `forget(..., wait=True)` / `erase_now()`. 0 starts the pass at once.",
     ),
+    "llm_timeout_seconds": (
+        LLM_STEPS,
+        "Seconds the consolidation LLM (`MEMPAGER_LLM_URL`) has to answer one request; a timeout skips the "
+        "step (merge, replay, reflect, distill, wrap auto) and changes nothing.",
+    ),
+    "llm_max_attempts": (
+        LLM_STEPS,
+        "Tries per LLM request (the first included), only after 429, 5xx or a refused connection.",
+    ),
+    "llm_backoff_seconds": (
+        LLM_STEPS,
+        "Wait before an LLM request's second try; doubles per try (at most 30 s).",
+    ),
+    "merge_threshold": (
+        LLM_STEPS,
+        "`merge` offers a type and scope to the LLM only when it holds more than this many live memories.",
+    ),
+    "merge_max_memories": (
+        LLM_STEPS,
+        "At most this many memories (the newest) of one type and scope in one merge request.",
+    ),
+    "consolidation_lock_seconds": (
+        LLM_STEPS,
+        "One consolidation step runs per store at a time (others are skipped); a holder that died frees the "
+        "lock after this many seconds.",
+    ),
 }
 
 # EmbedderSettings fields read from the environment: (variable, field, description). The numbers
@@ -375,6 +403,25 @@ EMBEDDER_TEXT: tuple[tuple[str, str, str], ...] = (
         "onnx_cache_dir",
         "Where ONNX exports of the local model are kept, one per weights sha256 (made once, verified "
         "on every load); unset, `$XDG_CACHE_HOME/mempager/onnx` or `~/.cache/mempager/onnx`.",
+    ),
+)
+# LLMSettings fields (pager/llm/settings.py): (variable, field, description)
+LLM_TEXT: tuple[tuple[str, str, str], ...] = (
+    (
+        "MEMPAGER_LLM_URL",
+        "url",
+        "An OpenAI-compatible chat endpoint (`{url}/v1/chat/completions`) for the consolidation steps "
+        "(merge, replay, reflect, distill, wrap auto); unset, those steps are skipped.",
+    ),
+    (
+        "MEMPAGER_LLM_API_KEY",
+        "api_key",
+        "API key for the LLM endpoint; leave unset for a keyless local server. Never shown or logged.",
+    ),
+    (
+        "MEMPAGER_LLM_MODEL",
+        "model",
+        "Model name sent to the LLM endpoint (required with `MEMPAGER_LLM_URL`).",
     ),
 )
 NUMBER_DOCS: dict[str, str] = {

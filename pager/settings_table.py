@@ -29,6 +29,7 @@ from mempager.config import PagerConfig
 from mempager.embedders.settings import _NUMBERS as EMBEDDER_NUMBERS
 from mempager.embedders.settings import EmbedderSettings
 from mempager.errors import ConfigError, PagerError
+from mempager.llm.settings import LLMSettings
 from mempager.settings_docs import (
     CLI,
     DEFAULT_STORE,
@@ -38,6 +39,8 @@ from mempager.settings_docs import (
     ENDPOINTS,
     GROUPS,
     HIDDEN,
+    LLM_READER,
+    LLM_STEPS,
     LOG_LEVELS,
     PAGER,
     REGENERATE,
@@ -48,6 +51,7 @@ from mempager.settings_docs import (
 )
 from mempager.settings_docs import EDGES as _EDGES
 from mempager.settings_docs import EMBEDDER_TEXT as _EMBEDDER_TEXT
+from mempager.settings_docs import LLM_TEXT as _LLM_TEXT
 from mempager.settings_docs import NUMBER_DOCS as _NUMBER_DOCS
 from mempager.settings_docs import PAGER_CHOICES as _PAGER_CHOICES
 from mempager.settings_docs import PAGER_DOCS as _PAGER_DOCS
@@ -82,6 +86,10 @@ def settings() -> list[Setting]:
         default = f.default if isinstance(f.default, (str, int, float, bool)) else None
         secret = not f.repr  # EmbedderSettings keeps its secrets out of repr
         rows.append(Setting(env, name, default, description, ENDPOINTS, secret=secret, read_by=EMBEDDER))
+    llm_fields = {f.name: f for f in dataclasses.fields(LLMSettings)}
+    for env, name, description in _LLM_TEXT:
+        secret = not llm_fields[name].repr
+        rows.append(Setting(env, name, None, description, LLM_STEPS, secret=secret, read_by=LLM_READER))
     order = {group: i for i, group in enumerate(GROUPS)}
     return sorted(rows, key=lambda s: order.get(s.group, len(GROUPS)))  # stable: keeps each reader's order
 
@@ -93,7 +101,7 @@ def settings() -> list[Setting]:
 def _is_set(setting: Setting, raw: str) -> bool:
     """Whether the reader counts ``raw`` as set: EmbedderSettings ignores blank values, the CLI empty
     ones (``os.environ.get(...) or default``); PagerConfig and the server read whatever is there."""
-    if setting.read_by == EMBEDDER:
+    if setting.read_by in (EMBEDDER, LLM_READER):
         return bool(raw.strip())
     return bool(raw) or setting.read_by != CLI
 
@@ -111,12 +119,15 @@ def _read(given: Mapping[str, str]) -> dict[tuple[str, str], Value]:
             f"MEMPAGER_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {given['MEMPAGER_LOG_LEVEL']!r} "
             "(the server logs at INFO)"
         )
+    llm = LLMSettings.from_env(given)
     values: dict[tuple[str, str], Value] = {}
     for s in settings():
         if s.read_by == PAGER:
             values[s.env, s.name] = getattr(cfg, s.name)
         elif s.read_by == EMBEDDER:
             values[s.env, s.name] = getattr(emb, s.name)
+        elif s.read_by == LLM_READER:
+            values[s.env, s.name] = getattr(llm, s.name)
     if "MEMPAGER_LOCAL_MODEL" in given:  # "off" leaves local_model None: show what was asked
         values["MEMPAGER_LOCAL_MODEL", "local_model"] = given["MEMPAGER_LOCAL_MODEL"].strip()
     values["MEMPAGER_STORE", "store"] = given.get("MEMPAGER_STORE", DEFAULT_STORE)

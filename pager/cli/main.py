@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from mempager import __version__
-from mempager.cli import config_cmd, handlers, relay, wrap_cmd
+from mempager.cli import config_cmd, consolidate_cmd, handlers, hook_cmd, relay, wrap_cmd
 from mempager.cli import transfer as transfer_cli
 from mempager.config import EMBEDDER_CHOICES, PagerConfig
 from mempager.errors import InvalidInput, PagerError
@@ -174,14 +174,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--goal", default=None, help="goal for the pinned-block resource")
     transfer_cli.add_parsers(sub, common)  # export, import, backup
     config_cmd.add_parser(sub, common)  # config: reads the environment only
-    wrap_cmd.add_parsers(sub, common)  # wrap prepare|save, continuity, graph, diff
+    wrap_cmd.add_parsers(sub, common)  # wrap prepare|save|auto, continuity, graph, diff
+    consolidate_cmd.add_parsers(sub, common)  # merge, replay, reflect, distill
+    hook_cmd.add_parser(sub, common)  # hook session-start|user-prompt-submit|stop (Claude Code)
     return parser
 
 
 # Commands that embed (a query, or what they wrote before they exit). Every other command embeds
 # nothing: it runs without embedding workers, so it never loads the model (issue 17: `stats`,
 # `recall`, `pinned`, `get`, `audit` answer in a fraction of a second).
-EMBEDDING_COMMANDS = frozenset({"remember", "retrieve", "page", "reembed", "serve", "model"})
+EMBEDDING_COMMANDS = frozenset({"remember", "retrieve", "page", "reembed", "serve", "model", hook_cmd.COMMAND})
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -303,6 +305,10 @@ def _run(args: argparse.Namespace, opener: Callable[[argparse.Namespace], Any]) 
         return transfer_cli.run(args, opener)
     if args.command in wrap_cmd.COMMANDS:
         return wrap_cmd.run(args, opener)
+    if args.command in consolidate_cmd.COMMANDS:
+        return consolidate_cmd.run(args, opener)
+    if args.command == hook_cmd.COMMAND:
+        return hook_cmd.run(args, opener)
     with opener(args) as p:
         cmd = args.command
         if cmd == "init":
@@ -410,7 +416,7 @@ def _route(args: argparse.Namespace, argv: list[str]) -> int | None:
     store = _store_of(args)
     if args.command in UNROUTED or store.startswith(("postgres://", "postgresql://")):
         return None
-    stdin = sys.stdin.read() if "-" in argv else None
+    stdin = sys.stdin.read() if "-" in argv or args.command == hook_cmd.COMMAND else None  # hooks read stdin
     actor = getattr(args, "actor", None) or os.environ.get("MEMPAGER_ACTOR") or "default"
     full = [*argv, "--store", str(Path(store).resolve()), "--actor", actor]
     reply = relay.forward(store, full, stdin)

@@ -2,6 +2,7 @@
 
 mempager wrap prepare [--json]                      the package for your LLM (opens the wrap)
 mempager wrap save FILE|- [--affect-tag T --affect-intensity X] [--allow-shrink]
+mempager wrap auto [--session S]                     prepare -> the configured LLM -> save (MEMPAGER_LLM_URL)
 mempager continuity                                  the current continuity
 mempager graph --format dot|json                     the association graph
 mempager diff --wraps N [--plot FILE.png]            metrics across the last N wraps
@@ -32,6 +33,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     q.add_argument("--affect-intensity", type=float, default=None, help="0..1")
     q.add_argument("--allow-shrink", action="store_true", help="accept a deliberate diet of protected sections")
     q.add_argument("--session", default=None, help="this session's id (the single-consolidator gate)")
+    q = steps.add_parser("auto", parents=[common], help="prepare, compress with the configured LLM, save")
+    q.add_argument("--session", default=None, help="this session's id (the single-consolidator gate)")
     sub.add_parser("continuity", parents=[common], help="print the current continuity")
     p = sub.add_parser("graph", parents=[common], help="the association graph (memories cited together)")
     p.add_argument("--format", choices=("dot", "json"), default="dot")
@@ -54,6 +57,8 @@ def run(args: argparse.Namespace, open_pager: Callable[[argparse.Namespace], Any
             print(_graph(p, args.format))
         elif args.command == "diff":
             return _diff(p, args, as_json)
+        elif args.wrap_step == "auto":
+            return _auto(p, args, as_json)
         elif args.wrap_step == "prepare":
             wrap = p.prepare_wrap(session_id=args.session)
             empty = "nothing written since the last wrap: no wrap needed"
@@ -83,6 +88,18 @@ def _save(p: Any, args: argparse.Namespace, as_json: bool) -> int:
         line += f"\n  flagged: {json.dumps(flags)}" if flags else ""
     _print(result.to_dict(), line, as_json)
     return 0
+
+
+def _auto(p: Any, args: argparse.Namespace, as_json: bool) -> int:
+    auto = p.auto_wrap(session_id=args.session)
+    if auto.save is not None:
+        saved = auto.save
+        line = f"saved continuity v{saved.version} (wrap {saved.wrap}): {len(saved.graduated)} graduated, "
+        line += f"{len(saved.demoted)} demoted, {len(saved.held)} held"
+    else:
+        line = f"skipped: {auto.skipped}"
+    _print(auto.to_dict(), line, as_json)
+    return 1 if auto.refused else 0
 
 
 def _read(path: str) -> str:

@@ -154,8 +154,8 @@ class Retriever:
         lexical and time scores stay 0: those lanes were asked before the neighbours were known)."""
         if not self.associations.graph():  # no links (no wrap yet): no second fusion to pay for
             return
-        first = self.fuse(lanes, completions)
-        seeds = list(zip(first.labels()[: self.associations.seeds], first.scores()[: self.associations.seeds]))
+        first, n = self.fuse(lanes, completions), self.associations.seeds
+        seeds = list(zip(first.labels()[:n], first.scores()[:n], strict=True))
         linked = self.associations.search(seeds, depth)
         if not linked:
             return

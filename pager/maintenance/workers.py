@@ -120,11 +120,18 @@ class EmbedWorkers:
             self._wake.notify_all()
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop the threads and wait for them, ``timeout`` seconds in all. A thread still busy after
+        that (a hung embedder) finishes its batch on its own; it is named in the log, since one left
+        inside native code when the interpreter finalizes aborts the process (pager/shutdown.py)."""
         with self._wake:
             self._stop = True
             self._wake.notify_all()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        busy = [t.name for t in self._threads if t.is_alive()]
+        if busy:
+            log.warning("embedding threads %s still busy %.0f s after stop", ", ".join(busy), timeout)
 
     def _claim(self) -> Batch:
         store, lane = self.lane.store, self.lane

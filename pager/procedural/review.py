@@ -56,6 +56,10 @@ class ReviewQueue:
         item = self.store.review_get(self.actor, review_id)
         if item.status != "pending":
             raise InvalidInput(f"review item {review_id!r} was already {item.status}")
+        if accept and item.kind == "merge":  # an LLM's merge proposal (consolidation/merge.py)
+            from mempager.consolidation.merge import accept_merge  # lazily: pydantic stays out of the import
+
+            return accept_merge(self.store, self.actor, review_id, item.payload, self.after_write)
         if not accept or item.kind not in ("memory", "inversion"):
             self.store.review_close(self.actor, review_id, "accepted" if accept else "rejected", None)
             return None
@@ -108,4 +112,5 @@ def queued_memory(actor: str, payload: Mapping[str, Any]) -> NewMemory:
         created_at=None if created is None else parse_time(created, "created_at"),
         tags=tuple(payload.get("tags", ())),
         metadata=dict(payload.get("metadata", {})),
+        dedup_key=payload.get("dedup_key"),  # patterns dedup by name (PatternSpec.dedup_key), not text
     )

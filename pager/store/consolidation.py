@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from mempager.errors import ConsolidationError, WrapNotOpen
@@ -291,3 +291,22 @@ class DuckConsolidation:
             self._ensure_state(con, actor)
             con.execute("UPDATE consolidation_state SET baton = ? WHERE actor = ?", [session_id, actor])
             self.db.audit(con, [(actor, "wrap.baton", f"session:{session_id}", content_hash(session_id))])
+
+    # -- the consolidation lock (one LLM step per store at a time) -------------------------------
+    def try_lock(self, name: str, holder: str, now: datetime, ttl_seconds: float) -> bool:
+        """Take lock ``name`` for ``holder`` unless another holds it unexpired; whether we hold it now."""
+        at = naive_utc(now)
+        with self.db.tx() as con:  # the write lock serialises the read and the claim
+            con.execute("DELETE FROM consolidation_locks WHERE name = ? AND expires_at <= ?", [name, at])
+            held = con.execute("SELECT holder FROM consolidation_locks WHERE name = ?", [name]).fetchall()
+            if held:
+                return bool(held[0][0] == holder)
+            con.execute(
+                "INSERT INTO consolidation_locks VALUES (?, ?, ?, ?)",
+                [name, holder, at, naive_utc(now + timedelta(seconds=ttl_seconds))],
+            )
+        return True
+
+    def unlock(self, name: str, holder: str) -> None:
+        with self.db.tx() as con:
+            con.execute("DELETE FROM consolidation_locks WHERE name = ? AND holder = ?", [name, holder])

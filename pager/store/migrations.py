@@ -171,6 +171,18 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        5,
+        "consolidation lock: one LLM consolidation step per store at a time",
+        """
+        CREATE TABLE consolidation_locks (
+            name VARCHAR PRIMARY KEY,
+            holder VARCHAR NOT NULL,
+            acquired_at TIMESTAMP NOT NULL,
+            expires_at TIMESTAMP NOT NULL
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

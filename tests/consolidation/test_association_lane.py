@@ -18,7 +18,9 @@ TEXTS = [
     "The payments release stalled and blocked checkout for an hour.",  # no word of the query below
     "Lunch was good.",
 ]
-FILLER = [f"Note {i}: the {w} report for sprint {i} is filed." for i, w in enumerate(["budget", "hiring", "travel"] * 4)]
+FILLER = [
+    f"Note {i}: the {w} report for sprint {i} is filed." for i, w in enumerate(["budget", "hiring", "travel"] * 4)
+]
 
 
 def wrap(p: Any) -> list[int]:
@@ -94,5 +96,7 @@ def test_a_linked_memory_no_other_lane_finds_joins_the_page_as_lane_association(
         uri_c = next(m.uri for m in p.recall(limit=100) if m.label == c)
         assert "association" in next(s for s in report.snippets if s.uri == uri_c).lanes
         assert report.lane_sizes["association"] >= 1
-    with mempager.open(store_path, actor="neo", config=on.with_(lane_weights={**on.lane_weights, "association": 0})) as p:
+    with mempager.open(
+        store_path, actor="neo", config=on.with_(lane_weights={**on.lane_weights, "association": 0})
+    ) as p:
         assert c not in [s.label for s in p.retrieve(query)]  # without the lane, filler outranks it

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from mempager.errors import ConsolidationError, WrapNotOpen
 from mempager.protocols import (
@@ -243,3 +243,31 @@ class PgConsolidation:
 
         _, entries = self._db.write(body)
         self._listeners.publish(entries)
+
+    # -- the consolidation lock (one LLM step per store at a time, across processes) -------------
+    def try_lock(self, name: str, holder: str, now: datetime, ttl_seconds: float) -> bool:
+        """Take lock ``name`` for ``holder`` unless another holds it unexpired; whether we hold it now.
+
+        One statement, so two processes cannot both win; a retried write finds its own claim.
+        """
+        until = now + timedelta(seconds=ttl_seconds)
+
+        def body(conn: Conn, audit: list[AuditRow]) -> bool:
+            row = conn.execute(
+                "INSERT INTO consolidation_locks VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO UPDATE"
+                " SET holder = EXCLUDED.holder, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at"
+                " WHERE consolidation_locks.expires_at <= EXCLUDED.acquired_at"
+                " OR consolidation_locks.holder = EXCLUDED.holder RETURNING holder",
+                [name, holder, now, until],
+            ).fetchone()
+            return row is not None
+
+        won, _ = self._db.write(body)
+        return won
+
+    def unlock(self, name: str, holder: str) -> None:
+        self._db.write(
+            lambda conn, audit: conn.execute(
+                "DELETE FROM consolidation_locks WHERE name = %s AND holder = %s", [name, holder]
+            )
+        )

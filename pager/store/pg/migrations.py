@@ -211,6 +211,18 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        5,
+        "consolidation lock: one LLM consolidation step per store at a time",
+        """
+        CREATE TABLE consolidation_locks (
+            name text PRIMARY KEY,
+            holder text NOT NULL,
+            acquired_at timestamptz NOT NULL,
+            expires_at timestamptz NOT NULL
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

@@ -1,0 +1,78 @@
+"""`mempager merge`, `replay`, `reflect`, `distill` and `wrap auto` through the real entry point
+(subprocesses), the LLM configured from the environment (MEMPAGER_LLM_URL / _MODEL / _API_KEY) and
+served by a real chat server on 127.0.0.1.
+
+Seed 000: the LLM steps are optional ("silently skipped on LLM failure"): with no LLM configured
+every command reports the skip and exits 0 with the store unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mempager.llm.testing import ChatServer, Reply
+
+KEY = "sk-cli-secret-key-0000"
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    with ChatServer() as s:
+        yield s
+
+
+def run(tmp_path: Path, *args: str, llm: ChatServer | None = None, stdin: str | None = None) -> str:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MEMPAGER_")},
+        "MEMPAGER_STORE": str(tmp_path / "cli.duckdb"),
+        "MEMPAGER_EMBEDDER": "hash",
+        "MEMPAGER_LLM_TIMEOUT_SECONDS": "5",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    if llm is not None:
+        env |= {"MEMPAGER_LLM_URL": llm.url, "MEMPAGER_LLM_MODEL": "scripted", "MEMPAGER_LLM_API_KEY": KEY}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mempager", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        input=stdin,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert KEY not in proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_merge_on_the_command_line(tmp_path: Path, server: ChatServer) -> None:
+    """Seed 000 compaction over the threshold, from the CLI; without an LLM it is a reported skip."""
+    for i in range(21):
+        run(tmp_path, "remember", "--type", "fact", f"Fact number {i} is about the garden.")
+    assert "skipped: LLMUnavailable" in run(tmp_path, "merge")
+    uris = [m["uri"] for m in json.loads(run(tmp_path, "recall", "--limit", "50", "--json"))]
+    a, b = (u.rsplit("/", 1)[-1] for u in uris[:2])
+    server.script(Reply(content=json.dumps({"merges": [{"ids": [a, b], "text": "Two garden facts, merged."}]})))
+    out = json.loads(run(tmp_path, "merge", "--json", llm=server))
+    assert out["skipped"] is None and out["groups"][0]["kind"] == "merge"
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_replay_reflect_distill_and_wrap_auto_report_skips(tmp_path: Path, server: ChatServer) -> None:
+    steps = json.dumps([{"text": "deploy", "status": "error"}, {"text": "retry", "status": "ok"}])
+    server.script(Reply(status=500), Reply(status=500), Reply(status=500))
+    assert "skipped: LLMHttpError" in run(tmp_path, "replay", "-", stdin=steps, llm=server)
+    server.script(Reply(content='{"status": "success", "quality_score": 0.9, "key_learnings": ["x"]}'))
+    assert "diary entry mem://" in run(tmp_path, "reflect", "-", "--status", "success", stdin="did it", llm=server)
+    assert "distilling needs 2" in run(tmp_path, "distill", llm=server)
+    run(tmp_path, "remember", "--type", "event", "Shipped the parser.")
+    server.script(Reply(content="## State\nS.\n## Patterns\n## Decisions\nD.\n## Context\nC.\n"))
+    assert "saved continuity v1" in run(tmp_path, "wrap", "auto", llm=server)

@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "mcp": ("benchmarks.bench_mcp", ("mcp",), "mcp"),
     "reliability": ("benchmarks.reliability_report", ("hypothesis",), "dev"),
     "locomo": ("benchmarks.bench_locomo", ("sentence_transformers", "matplotlib"), "local,dev"),
+    "associations": ("benchmarks.bench_locomo_associations", ("sentence_transformers",), "local"),
     "workers": ("benchmarks.bench_workers", ("sentence_transformers",), "local"),
     "retrieve": ("benchmarks.bench_retrieve", ("sentence_transformers", "chromadb"), "local,bench"),
     "scale": ("benchmarks.bench_scale", ("sentence_transformers", "matplotlib"), "local,dev"),

@@ -125,3 +125,7 @@ class LLMHttpError(LLMError):
 
 class LLMReplyInvalid(LLMError):
     """The LLM answered, but not with what was asked: empty, not JSON, or not of the schema."""
+
+
+class InsecureTokenFile(ConfigError):
+    """The HTTP bearer token file is readable by others (or not a regular file); ``chmod 600`` it."""

@@ -465,4 +465,14 @@ EDGES: tuple[Setting, ...] = (
         LOGGING,
         read_by=SERVER,
     ),
+    Setting(
+        "MEMPAGER_HTTP_TOKEN",
+        "http_token",
+        None,
+        "The bearer token `mempager serve --http` requires (16+ characters of `A-Za-z0-9-._~+/`); unset, one "
+        "is generated into `<store>.http-token` (mode 0600) on the first start. Never shown or logged.",
+        STORE_GROUP,
+        secret=True,
+        read_by=SERVER,
+    ),
 )

@@ -133,6 +133,7 @@ def _read(given: Mapping[str, str]) -> dict[tuple[str, str], Value]:
     values["MEMPAGER_STORE", "store"] = given.get("MEMPAGER_STORE", DEFAULT_STORE)
     values["MEMPAGER_ACTOR", "actor"] = actor
     values["MEMPAGER_LOG_LEVEL", "log_level"] = level
+    values["MEMPAGER_HTTP_TOKEN", "http_token"] = given.get("MEMPAGER_HTTP_TOKEN")  # secret: shown as set or not
     return values
 
 

@@ -172,6 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--goal", default=None, help="goal for the pinned-block resource")
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST[:PORT]", help="--http: also accept Host")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN", help="--http: also accept Origin")
+    p.add_argument("--max-body-bytes", type=int, default=None, help="--http: larger bodies get 413 (default 1 MiB)")
+    p.add_argument("--rate-limit", type=float, default=None, help="--http: requests/s per client (default 100; 0: off)")
     transfer_cli.add_parsers(sub, common)  # export, import, backup
     config_cmd.add_parser(sub, common)  # config: reads the environment only
     wrap_cmd.add_parsers(sub, common)  # wrap prepare|save|auto, continuity, graph, diff
@@ -245,7 +249,7 @@ def _bench_longmemeval(args: argparse.Namespace, embedder: Any, out: Path) -> in
 def _serve(args: argparse.Namespace) -> int:
     """``mempager serve``: open the pager here (the usual defaults), hand it to the MCP server, close it."""
     # imported first: without the MCP SDK this fails with one clear line before the store is touched
-    from mempager.mcp.server import configure_logging, serve
+    from mempager.mcp.server import configure_logging, options_from_args, serve
 
     configure_logging()
     with contextlib.redirect_stdout(sys.stderr):  # model-loading chatter must never reach the stdio wire
@@ -260,6 +264,7 @@ def _serve(args: argparse.Namespace) -> int:
                     goal=getattr(args, "goal", None),
                     http=bool(getattr(args, "http", False)),
                     port=int(getattr(args, "port", 8765)),
+                    guard=options_from_args(args, store),
                 )
             )
         finally:

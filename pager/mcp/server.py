@@ -1,7 +1,7 @@
 """``mempager serve``: the pager as an MCP server, for any MCP-capable agent harness.
 
     mempager serve --store agent.duckdb --actor neo     # stdio: what Claude Code, Codex, Cursor spawn
-    mempager serve --http --port 8765                   # streamable HTTP, bound to 127.0.0.1 only
+    mempager serve --http --port 8765                   # streamable HTTP on 127.0.0.1, bearer token (http_guard)
 
 One Pager per process, opened before the first request. Every pager call runs in a worker
 thread, so a slow embed or a store compaction never stalls the protocol. mempager's own errors
@@ -44,7 +44,8 @@ except ImportError as exc:  # a PagerError, so `mempager serve` prints one line 
         f"mempager serve needs the MCP Python SDK 2.x ({exc}); install it with: pip install 'mempager[mcp]'"
     ) from exc
 
-from mempager.mcp import wrap_tools
+from mempager.mcp import http_guard, wrap_tools
+from mempager.mcp.http_guard import options_from_args as options_from_args  # the CLI's serve flags
 from mempager.mcp.models import (
     FeedbackResult,
     ForgetResult,
@@ -385,21 +386,40 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-async def _serve_http(server: MCPServer[Any], port: int) -> None:
+async def _serve_http(server: MCPServer[Any], port: int, guard: http_guard.GuardSettings) -> None:
     import uvicorn
 
+    app = server.streamable_http_app(
+        host=HOST,
+        max_request_body_size=guard.max_body_bytes,  # the SDK's own cap: 413 on Content-Length or the stream
+        transport_security=http_guard.transport_security(guard),
+    )
     # log_config=None: uvicorn's own config would print access lines on stdout; ours go to stderr
-    config = uvicorn.Config(server.streamable_http_app(host=HOST), host=HOST, port=port, log_config=None)
+    config = uvicorn.Config(http_guard.HttpGuard(app, guard), host=HOST, port=port, log_config=None)
     await uvicorn.Server(config).serve()
 
 
-def serve(pager: Pager, *, goal: str | None = None, http: bool = False, port: int = 8765) -> int:
+def serve(
+    pager: Pager,
+    *,
+    goal: str | None = None,
+    http: bool = False,
+    port: int = 8765,
+    guard: http_guard.GuardOptions | None = None,
+) -> int:
     """Serve the opened ``pager`` until the client hangs up (stdio) or the process is stopped (HTTP).
 
     The caller opens the pager (after ``configure_logging()``, with stdout redirected to stderr so
     model-loading chatter never reaches the stdio wire) and closes it when this returns or raises;
-    SIGTERM raises ``SystemExit(128 + SIGTERM)`` out of here so that close still runs.
+    SIGTERM raises ``SystemExit(128 + SIGTERM)`` out of here so that close still runs. HTTP needs
+    ``guard`` (its token file, allowed hosts and origins, caps: http_guard); stdio ignores it.
     """
+    settings = None
+    if http:  # the token first: a server that cannot authenticate anyone must not start at all
+        options = guard if guard is not None else http_guard.GuardOptions(token_file=None)
+        token, notice = http_guard.resolve_token(options)
+        settings = http_guard.settings_for(options, port, token)
+        print(notice, file=sys.stderr, flush=True)  # printed, not logged: log lines may be shipped elsewhere
     server = build_server(pager, goal=goal)
     where = f"http://{HOST}:{port}/mcp" if http else "stdio"
     log.info(
@@ -410,8 +430,8 @@ def serve(pager: Pager, *, goal: str | None = None, http: bool = False, port: in
         pager.semantic.model,
     )
     with _sigterm_exits():
-        if http:
-            anyio.run(_serve_http, server, port)
+        if settings is not None:
+            anyio.run(_serve_http, server, port, settings)
         else:
             anyio.run(server.run_stdio_async)
     return 0

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import jsonschema
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -29,6 +30,7 @@ from mempager.mcp.server import TOOL_NAMES, _call
 
 from .conftest import REPO, child_env, serve_argv
 
+HTTP_TOKEN = "test-token-" + "t" * 32
 LIMIT = 120  # seconds: a hung server fails the test instead of hanging the suite
 TOOLS = {
     "memory_remember",
@@ -309,7 +311,7 @@ def test_streamable_http_on_loopback_and_sigterm_closes_the_pager(tmp_path: Path
     proc = subprocess.Popen(
         [sys.executable, *serve_argv(tmp_path / "s.duckdb", "--http", "--port", str(port))],
         cwd=tmp_path,
-        env=child_env(),
+        env=child_env(MEMPAGER_HTTP_TOKEN=HTTP_TOKEN),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -319,12 +321,17 @@ def test_streamable_http_on_loopback_and_sigterm_closes_the_pager(tmp_path: Path
         _wait_for_port(port, proc)
         if Path("/proc/net/tcp").exists():  # Linux: ask the kernel what the socket is bound to
             assert _listening_addresses(port) == {"127.0.0.1"}
-        foreign = httpx.post(f"http://127.0.0.1:{port}/mcp", headers={"Host": "evil.example"}, json={})
-        assert foreign.status_code in (403, 421)  # DNS-rebinding guard: only loopback Host headers
+        bearer = {"Authorization": f"Bearer {HTTP_TOKEN}"}  # serve --http requires it (test_http_guard.py)
+        foreign = httpx.post(f"http://127.0.0.1:{port}/mcp", headers={"Host": "evil.example", **bearer}, json={})
+        assert foreign.status_code == 403  # DNS-rebinding guard: only loopback Host headers
 
         async def main() -> None:
             url = f"http://127.0.0.1:{port}/mcp"
-            async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+            async with (
+                httpx2.AsyncClient(headers=bearer) as client,
+                streamable_http_client(url, http_client=client) as (read, write),
+                ClientSession(read, write) as session,
+            ):
                 await session.initialize()
                 assert {t.name for t in (await session.list_tools()).tools} == TOOLS
                 await _ok(session, "memory_remember", text="over http")

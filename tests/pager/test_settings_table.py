@@ -85,7 +85,12 @@ def test_every_setting_is_described_grouped_and_listed_once() -> None:
     assert shared == {"MEMPAGER_EMBED_MAX_ATTEMPTS"}, f"a variable read by two settings: {shared}"
     assert [s.group for s in table] == sorted((s.group for s in table), key=GROUPS.index)
     secrets = {s.env for s in table if s.secret}
-    assert secrets == {"MEMPAGER_GATEWAY_TOKEN", "MEMPAGER_PROVIDER_API_KEY", "MEMPAGER_LLM_API_KEY"}
+    assert secrets == {
+        "MEMPAGER_GATEWAY_TOKEN",
+        "MEMPAGER_PROVIDER_API_KEY",
+        "MEMPAGER_LLM_API_KEY",
+        "MEMPAGER_HTTP_TOKEN",
+    }
     assert all(s.secret for s in table if re.search(r"_(TOKEN|KEY|PASSWORD|SECRET)$", s.env))
 
 

@@ -1,4 +1,4 @@
-"""What the LLM-step tests compare before and after a failure: the store's content, in full."""
+"""What the LLM-step tests share: a pager, a client of the scripted chat server, and the store's content in full."""
 
 from __future__ import annotations
 
@@ -6,6 +6,18 @@ from pathlib import Path
 from typing import Any
 
 import mempager
+from mempager import PagerConfig
+from mempager.llm import ChatClient
+from mempager.llm.testing import ChatServer
+
+
+def open_pager(path: Path, **cfg: object) -> mempager.Pager:
+    return mempager.open(path, actor="neo", config=PagerConfig(embedder="hash", embed_workers=0, **cfg))  # type: ignore[arg-type]
+
+
+def scripted_llm(server: ChatServer) -> ChatClient:
+    """Fast failure: a short timeout, two attempts, no real sleeping between them."""
+    return ChatClient(server.url, "scripted", timeout=0.5, max_attempts=2, backoff=0.01, sleep=lambda s: None)
 
 
 def snapshot(p: mempager.Pager, path: Path) -> tuple[Any, ...]:

@@ -12,20 +12,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from mempager.llm.testing import ChatServer, Reply
 
 KEY = "sk-cli-secret-key-0000"
-
-
-@pytest.fixture
-def server() -> Iterator[ChatServer]:
-    with ChatServer() as s:
-        yield s
 
 
 def run(tmp_path: Path, *args: str, llm: ChatServer | None = None, stdin: str | None = None) -> str:

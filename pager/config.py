@@ -170,6 +170,19 @@ class PagerConfig:
     merge_max_memories: int = 200
     # one consolidation per store at a time; a holder that died frees the lock after this long
     consolidation_lock_seconds: float = 900.0
+    # TurnMemory (turns.py) asks the LLM for user/identity facts in the background every this many
+    # turns (seed 000: every 5), through the encoding gate; 0: never. One extraction in flight per
+    # pager; a reply later than identity_timeout_seconds is dropped (nothing written)
+    identity_every_turns: int = 5
+    identity_timeout_seconds: float = 120.0
+    # the crystallized tier (consolidation/crystal.py): a pinned menu of one line per crystal under
+    # crystal_menu_budget_tokens; bodies come into a page on cue under crystal_budget_tokens.
+    # Spores (paging/spores.py): cued or due ones in a page under spore_budget_tokens; completed
+    # ones are deleted (and erased) spore_retention_days after completion.
+    crystal_menu_budget_tokens: int = 200
+    crystal_budget_tokens: int = 600
+    spore_budget_tokens: int = 300
+    spore_retention_days: float = 30.0
     token_estimator: Callable[[str], int] = estimate_tokens
 
     def __post_init__(self) -> None:
@@ -197,10 +210,16 @@ class PagerConfig:
             "llm_max_attempts",
             "merge_threshold",
             "merge_max_memories",
+            "crystal_menu_budget_tokens",
+            "crystal_budget_tokens",
+            "spore_budget_tokens",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        every = self.identity_every_turns
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ConfigError(f"identity_every_turns must be an integer >= 0 (0: never), got {every!r}")
         if isinstance(self.embed_workers, bool) or not isinstance(self.embed_workers, int) or self.embed_workers < 0:
             raise ConfigError(f"embed_workers must be an integer >= 0, got {self.embed_workers!r}")
         for flag in ("defer_model_load", "adopt_embedder"):
@@ -236,6 +255,9 @@ class PagerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be a number in [0, 1], got {value!r}")
+        retention = self.spore_retention_days
+        if isinstance(retention, bool) or not isinstance(retention, (int, float)) or not 0.0 <= retention < math.inf:
+            raise ConfigError(f"spore_retention_days must be a finite number of days >= 0, got {retention!r}")
         if self.confidence_half_life_days <= 0 or self.antipattern_failure_ratio <= 0:
             raise ConfigError("confidence_half_life_days and antipattern_failure_ratio must be > 0")
         if self.embedder not in EMBEDDER_CHOICES:
@@ -282,6 +304,7 @@ class PagerConfig:
             "llm_timeout_seconds",
             "llm_backoff_seconds",
             "consolidation_lock_seconds",
+            "identity_timeout_seconds",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < math.inf:

@@ -14,6 +14,7 @@ config it needs (``wiring.collaborators`` builds them all):
     Transfer        maintenance/transfer.py   export, import_memories, backup
     EmbedWorkers    maintenance/workers.py    background embedding
     Consolidator    consolidation/wrap.py     prepare_wrap, save_continuity, continuity
+    Tiers           paging/tiers.py           crystals (consolidation/crystal.py), spores (paging/spores.py)
     LLM steps       consolidation/llm_steps   merge, replay, reflect, distill, auto_wrap (built per call)
 
 The public methods stay here and delegate; this module also owns the lifecycle (open the
@@ -34,12 +35,13 @@ from mempager.config import PagerConfig
 from mempager.consolidation import llm_steps
 from mempager.consolidation.report import SaveResult, Wrap
 from mempager.consolidation.schema import SectionSchema
-from mempager.errors import MemoryNotFound
 from mempager.lanes.filters import where_of
 from mempager.lanes.opening import open_lanes
+from mempager.maintenance.audit_log import for_actor, history
 from mempager.paging.assemble import page_arguments
 from mempager.paging.page import Page
 from mempager.paging.pinned import PinnedBlock
+from mempager.paging.tiers import SCHEMES
 from mempager.patterns import Pattern, PatternSpec
 from mempager.protocols import Embedder, Store
 from mempager.shutdown import closing, track
@@ -47,16 +49,18 @@ from mempager.status import pager_stats
 from mempager.store.base import translate
 from mempager.store.journal import ReviewItem
 from mempager.types import AuditEntry, AuditReport, Memory, MemoryType, PutResult, Snippet
-from mempager.validate import check_actor, parse_since, parse_uri
+from mempager.validate import check_actor, parse_since
 from mempager.wiring import collaborators
 
 if TYPE_CHECKING:
     from mempager.consolidation.auto_wrap import AutoWrapResult
+    from mempager.consolidation.crystal import CrystalHit
     from mempager.consolidation.distill import DistillResult
     from mempager.consolidation.merge import MergeResult
     from mempager.consolidation.reflection import ReflectResult
     from mempager.consolidation.replay import ReplayResult
     from mempager.maintenance.transfer import ImportReport, Target, Transfer
+    from mempager.store.tier_types import Crystal, Spore
 
 log = logging.getLogger("mempager")
 
@@ -83,15 +87,9 @@ class Pager:
         store.add_change_listener(actor, self._on_change)
         self._closed = False
         # registered before anything below writes, so the callback sees every entry of this open
-        self._audit_listener: Callable[[AuditEntry], None] | None = None
-        if on_audit_event is not None:
-
-            def listener(entry: AuditEntry) -> None:
-                if entry.actor == actor:
-                    on_audit_event(entry)
-
-            self._audit_listener = listener
-            store.add_audit_listener(listener)
+        self._audit_listener = None if on_audit_event is None else for_actor(actor, on_audit_event)
+        if self._audit_listener is not None:
+            store.add_audit_listener(self._audit_listener)
         c = collaborators(  # wiring.py: each collaborator gets only what it needs
             store,
             actor,
@@ -104,7 +102,7 @@ class Pager:
         self.workers, self.retriever, self.review_queue = c.workers, c.retriever, c.review_queue
         self.procedures, self.writer, self.assembler = c.procedures, c.writer, c.assembler
         self.eraser, self.editor, self.migration = c.eraser, c.editor, c.migration
-        self.consolidation, self._build = c.consolidation, c.build
+        self.consolidation, self._build, self.tiers = c.consolidation, c.build, c.tiers
         try:  # killed between a forget and its erasure: finish the erasure before serving
             self.eraser.recover()
         except BaseException:
@@ -152,8 +150,7 @@ class Pager:
             raise translate(failed, self.store.location) from failed
 
     def sync(self, timeout: float | None = None) -> bool:
-        """Wait until every memory has a vector of the active model. False on timeout. A pager
-        that embeds nothing (``embed_workers=0``, or not the active model) answers at once."""
+        """Wait until every memory has an active-model vector (False on timeout; at once if this embeds nothing)."""
         return self.workers.wait_until_done(self._pending, timeout)
 
     @property
@@ -293,13 +290,9 @@ class Pager:
         tags: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> Page:
-        """The whole per-turn context for ``query``: pinned block, procedures for ``goal``, retrieved
-        memories. With ``turn``, what was injected is recorded for feedback.
-
-        ``tags`` and ``metadata`` filter the retrieved section as in ``retrieve``. The same order
-        as the MCP tool and the CLI: ``page(query, goal=..., turn=...)``. The old form
-        ``page(goal, query)`` still works, with a ``DeprecationWarning``.
-        """
+        """The whole per-turn context for ``query``: pinned block, procedures for ``goal``, cued spores and
+        crystals, retrieved memories (``tags``/``metadata`` filter those as in ``retrieve``). With ``turn``,
+        what was injected is recorded for feedback. The old form ``page(goal, query)`` warns."""
         query, goal = page_arguments(query, _old_query, goal)
         return self.assembler.page(goal, query, turn=turn, where=where_of(tags, metadata))
 
@@ -349,7 +342,7 @@ class Pager:
 
     def decide(self, review_id: str, accept: bool) -> str | None:
         """Accept or reject a queued item; returns the uri written when accepted."""
-        return self.review_queue.decide(review_id, accept)
+        return self.tiers.decide(review_id, accept)  # a crystal proposal, else ReviewQueue.decide
 
     # -- transfer (Transfer) ----------------------------------------------------------------------
     @functools.cached_property
@@ -383,11 +376,14 @@ class Pager:
         hard: bool = True,
         wait: bool = False,
     ) -> int:
-        """Forget one memory by uri, or every memory of ``actor`` matching ``where``: out of every
-        lane, page and result at once. Hard by default: its bytes leave every file of the store
-        within ``erase_delay_seconds`` (plus the pass), at ``close()``, or before returning with
-        ``wait=True``."""
-        return self.eraser.forget(uri, actor=actor, where=where, hard=hard, wait=wait)
+        """Forget one memory (or ``crystal://`` / ``spore://`` item) by uri, or every memory of ``actor``
+        matching ``where`` (empty: its crystals and spores too): out of every lane, page and result at once.
+        Hard by default: the bytes leave every file of the store within ``erase_delay_seconds`` (plus the
+        pass), at ``close()``, or before returning with ``wait=True``."""
+        if uri is not None and uri.startswith(SCHEMES):
+            return self.tiers.forget(uri, wait=wait)
+        gone = self.eraser.forget(uri, actor=actor, where=where, hard=hard, wait=wait)
+        return gone + (self.tiers.forget_all(wait=wait) if uri is None and not where else 0)
 
     def erase_now(self) -> None:
         """Erase every forgotten memory's bytes from every file of the store before returning."""
@@ -402,8 +398,7 @@ class Pager:
         return self.migration.reembed(progress, timeout)
 
     def use_model(self) -> dict[str, object]:
-        """Make this pager's embedding model the store's active one for this actor and start
-        re-embedding every memory with it (old vectors stay until ``finalize_migration``)."""
+        """Make this pager's model the actor's active one; re-embed all (old vectors stay till finalize_migration)."""
         return self.migration.use_model()
 
     def finalize_migration(self) -> dict[str, int]:
@@ -415,15 +410,8 @@ class Pager:
         return self.store.audit_entries(self.actor, parse_since(since) if since is not None else None, limit)
 
     def history(self, uri: str) -> list[AuditEntry]:
-        """Every audit event of one memory (remember, reinforce, update, feedback, forget), oldest first.
-
-        Entries hold content hashes, never text: a forgotten memory's history outlives it without
-        keeping its words. Another actor's uri is ``MemoryNotFound``, as in ``get``.
-        """
-        actor, _, _ = parse_uri(uri)
-        if actor != self.actor:
-            raise MemoryNotFound(f"no memory {uri} for actor {self.actor!r}")
-        return [e for e in self.store.audit_entries(self.actor, None, 1_000_000_000) if e.uri == uri]
+        """Every audit event of one memory, crystal or spore, oldest first (maintenance/audit_log.py)."""
+        return history(self.store, self.actor, uri)
 
     def verify_audit(self) -> AuditReport:
         return self.store.verify_audit()
@@ -453,12 +441,7 @@ class Pager:
 
     # -- LLM consolidation (consolidation/llm_steps.py; each step optional, bounded, skipped on failure) --------
     def merge(
-        self,
-        type: str | MemoryType | None = None,
-        scope: str | None = None,
-        *,
-        dry_run: bool = False,
-        llm: object = None,
+        self, type: str | MemoryType | None = None, scope: str | None = None, *, dry_run: bool = False, llm: Any = None
     ) -> MergeResult:
         """LLM merge of restatements, duplicates and superseded entries where a type/scope holds more than
         ``merge_threshold``; originals are superseded (never deleted), the merged memory derived_from them."""
@@ -485,3 +468,32 @@ class Pager:
         return llm_steps.auto_wrapper(self, llm).auto_wrap(
             session_id=session_id, affect=affect, allow_shrink=allow_shrink
         )
+
+    # -- the crystallized tier and spores (Tiers: consolidation/crystal.py, paging/spores.py) -----------
+    def spore(self, text: str, cue: str | None = None, due: object = None) -> Spore:
+        """An intention: shown in a page while open, when ``due`` (a time or "2h"/"3d") comes or ``cue`` matches."""
+        return self.tiers.spores.add(text, cue, due)
+
+    def spores(self, status: str | None = "open") -> list[Spore]:
+        """Open spores (default), ``"done"`` or ``"all"``, oldest first."""
+        return self.tiers.spores.find(status)
+
+    def complete_spore(self, spore_id: str) -> Spore:
+        """Done: out of pages now, deleted ``spore_retention_days`` later."""
+        return self.tiers.spores.complete(spore_id)
+
+    def drop_spore(self, spore_id: str) -> Spore:
+        """Delete a spore now (its bytes are erased like a hard forget's)."""
+        return self.tiers.spores.drop(spore_id)
+
+    def crystals(self) -> list[Crystal]:
+        """The crystallized tier: proven patterns held out of the pinned block (a menu of them is pinned)."""
+        return self.tiers.crystals.all()
+
+    def crystal_recall(self, query: str, k: int = 3) -> list[CrystalHit]:
+        """Crystals ``query`` cues: by their words, or an evidence edge to a memory it retrieves."""
+        return self.tiers.recall(query, k)
+
+    def crystallize(self, name: str | None = None) -> list[str]:
+        """Propose the continuity's 3x pattern ``name`` (all when None) for the tier; review item ids."""
+        return self.tiers.crystals.crystallize(name)

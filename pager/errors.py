@@ -71,6 +71,34 @@ class SchemaTooNew(StoreError):
     """The store was written by a newer mempager than this one."""
 
 
+class StoreUnavailable(StoreError):
+    """The store's server cannot be reached (down, restarting, unreachable) or the connection was
+    lost; retry when it is back. A write named in the message was not stored, or may have been."""
+
+
+class StoreBusy(StoreError):
+    """Every pooled connection to the store's server stayed in use past ``pool_timeout_s`` (slow
+    calls hold them); retry, or raise ``pool_max`` / ``pool_timeout_s``. The call was not run."""
+
+
+class StoreTimeout(StoreError):
+    """The server cancelled a statement that ran past ``statement_timeout_ms`` (or waited that long
+    on a lock); retry, or raise the timeout. A cancelled write was rolled back."""
+
+
+class StoreDamaged(StoreError):
+    """A store file is damaged (empty, truncated, a bad block); the message names it and the
+    command that recovers the store (``mempager doctor --repair``, or restoring a backup)."""
+
+
+class WalReplayFailed(StoreDamaged):
+    """DuckDB cannot replay the store's write-ahead log; ``mempager doctor --repair`` sets it aside."""
+
+
+class NotAStore(StoreError):
+    """The file at the store's path is another kind of file (an image, a SQLite database); it is not touched."""
+
+
 class EmbedderError(PagerError):
     """An embedder failed; memories being embedded stay stored and pending."""
 

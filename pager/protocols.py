@@ -205,6 +205,21 @@ class ConsolidationStore(Protocol):
         """Let go of ``name`` if ``holder`` holds it (an expired claim may be someone else's now)."""
         ...
 
+    def apply_merge(
+        self,
+        actor: str,
+        originals: Sequence[str],
+        *,
+        item: NewMemory | None = None,
+        by: str | None = None,
+        review_id: str | None = None,
+    ) -> tuple[str, PutResult | None]:
+        """One merge group in one transaction, all or nothing: ``item`` written (or the live memory at
+        uri ``by`` kept), each live memory of ``originals`` (ids) superseded by it, and ``review_id``
+        closed as accepted. An original gone or superseded meanwhile raises ``MemoryNotFound``.
+        Returns the uri now in force and the put result of ``item``."""
+        ...
+
 
 class Store(Protocol):
     """The source of truth: memories, their vectors, and the pending-embedding queue."""
@@ -394,6 +409,11 @@ class SemanticLaneLike(Protocol):
     def embed_query(self, query: str) -> FloatMatrix: ...
 
     def search_vector(self, vector: FloatMatrix, k: int) -> list[tuple[int, float]]: ...
+
+    def search_snapshot(self, vector: FloatMatrix, k: int) -> tuple[list[tuple[int, float]], list[int]]:
+        """The search, and every label without a vector at some moment around it (so a memory the
+        search cannot see yet is in the second list, and none falls between the two)."""
+        ...
 
     def scores_for(self, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]: ...
 

@@ -50,12 +50,12 @@ from mempager.settings_docs import (
     Value,
 )
 from mempager.settings_docs import EDGES as _EDGES
-from mempager.settings_docs import EMBEDDER_TEXT as _EMBEDDER_TEXT
-from mempager.settings_docs import LLM_TEXT as _LLM_TEXT
 from mempager.settings_docs import NUMBER_DOCS as _NUMBER_DOCS
 from mempager.settings_docs import PAGER_CHOICES as _PAGER_CHOICES
 from mempager.settings_docs import PAGER_DOCS as _PAGER_DOCS
 from mempager.settings_docs import PAGER_TYPES as _PAGER_TYPES
+from mempager.settings_endpoints import EMBEDDER_TEXT as _EMBEDDER_TEXT
+from mempager.settings_endpoints import LLM_TEXT as _LLM_TEXT
 from mempager.validate import check_actor
 
 

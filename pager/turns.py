@@ -10,6 +10,13 @@
 injected; ``after_turn`` writes the exchange back as one event and, given an outcome, credits
 (success) or blames (failure) exactly those procedures. ``AsyncTurnMemory`` is the
 same over asyncio: each call runs in a worker thread, so the event loop never blocks.
+
+Every ``identity_every_turns`` turns (5; 0: never) ``after_turn`` also starts a background
+extraction of user and identity facts from those turns by the configured LLM (``llm=``, else
+``MEMPAGER_LLM_URL``), written through the encoding gate (consolidation/identity.py); the turn
+never waits for it. ``close()`` (or leaving a ``with`` block) cancels one still running; close the
+turn memory before its pager (nested ``with`` blocks do), so no extraction reads a closing store.
+A process that ends without either is covered too: the exit hook stops the extraction first.
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from mempager.aio import AsyncPager
 from mempager.core import Pager
@@ -29,6 +38,9 @@ from mempager.tokens import truncate_tokens
 from mempager.types import Source
 from mempager.validate import check_text
 from mempager.writing.writeback import OUTCOMES
+
+if TYPE_CHECKING:
+    from mempager.consolidation.identity import BackgroundIdentity, TurnText
 
 TURN_TAG = "turn"
 
@@ -50,6 +62,7 @@ class TurnRecord:
     event_uri: str
     outcome_uri: str | None = None
     patterns_updated: int = 0
+    identity_extraction: bool = False  # this turn started a background identity extraction
 
 
 class TurnMemory:
@@ -57,13 +70,30 @@ class TurnMemory:
 
     ``max_turn_tokens`` caps the stored exchange (half for each side; a cut is marked and never
     splits an id, hash or path) so one huge tool dump cannot crowd every later page.
+    ``llm`` is the identity extraction's LLM (an ``LLM`` or a callable; None: ``MEMPAGER_LLM_URL``).
     """
 
-    def __init__(self, pager: Pager, *, max_turn_tokens: int = 2000) -> None:
+    def __init__(self, pager: Pager, *, max_turn_tokens: int = 2000, llm: object = None) -> None:
         if isinstance(max_turn_tokens, bool) or not isinstance(max_turn_tokens, int) or max_turn_tokens < 16:
             raise ConfigError(f"max_turn_tokens must be an integer >= 16, got {max_turn_tokens!r}")
         self.pager = pager
         self.max_turn_tokens = max_turn_tokens
+        self.every = pager.config.identity_every_turns
+        self.turns_done = 0
+        self._window: deque[TurnText] = deque(maxlen=max(1, self.every))  # the turns the next extraction reads
+        self.identity: BackgroundIdentity | None = _identity(pager, llm) if self.every else None
+
+    def __enter__(self) -> TurnMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Cancel a background identity extraction still running (nothing more is written); the
+        pager stays open. Idempotent."""
+        if self.identity is not None:
+            self.identity.close()
 
     def before_turn(self, goal: str | None, user_message: str, turn_id: str | None = None) -> TurnContext:
         """Page memory in for ``user_message``; the returned ``system_block`` goes in the system prompt.
@@ -125,7 +155,19 @@ class TurnMemory:
             outcome_uri = self.pager.record_outcome(
                 summary, outcome, event_uri, source=Source.OBSERVED, metadata={"turn_id": turn_id}
             )
-        return TurnRecord(turn_id, event_uri, outcome_uri, updated)
+        return TurnRecord(turn_id, event_uri, outcome_uri, updated, self._count_turn(turn_id, event_uri, text))
+
+    def _count_turn(self, turn_id: str, event_uri: str, text: str) -> bool:
+        """Counts a stored turn; every ``every``-th starts the identity extraction (never waited for)."""
+        self.turns_done += 1
+        if self.identity is None:
+            return False
+        from mempager.consolidation.identity import TurnText
+
+        self._window.append(TurnText(event_uri, turn_id, text))
+        if self.turns_done % self.every:
+            return False
+        return self.identity.submit(list(self._window)) is None
 
 
 def _side(text: object, what: str, max_tokens: int) -> str:
@@ -135,12 +177,32 @@ def _side(text: object, what: str, max_tokens: int) -> str:
     return truncate_tokens(text.strip(), max_tokens) or "(nothing)"
 
 
+def _identity(pager: Pager, llm: object) -> BackgroundIdentity:
+    """The background identity extraction over ``pager``, stopped at exit before the pager closes."""
+    from mempager.consolidation import identity  # lazily: pydantic stays out of `import mempager`
+    from mempager.consolidation.steps import llm_provider
+    from mempager.shutdown import track
+
+    extractor = identity.IdentityExtractor(
+        pager.config,
+        remember=pager.writer.remember_many,
+        known=lambda: identity.known_in(pager.store, pager.actor),
+        llm=llm_provider(llm, pager.config),
+    )
+    runner = identity.BackgroundIdentity(pager, extractor, pager.config)
+    track(runner)  # tracked after its pager: the exit hook stops it first (newest first)
+    return runner
+
+
 class AsyncTurnMemory:
     """:class:`TurnMemory` for asyncio loops; same arguments, awaitable, never blocks the loop."""
 
-    def __init__(self, pager: AsyncPager | Pager, *, max_turn_tokens: int = 2000) -> None:
+    def __init__(self, pager: AsyncPager | Pager, *, max_turn_tokens: int = 2000, llm: object = None) -> None:
         sync = pager.sync_pager if isinstance(pager, AsyncPager) else pager
-        self.turns = TurnMemory(sync, max_turn_tokens=max_turn_tokens)
+        self.turns = TurnMemory(sync, max_turn_tokens=max_turn_tokens, llm=llm)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.turns.close)
 
     async def before_turn(self, goal: str | None, user_message: str, turn_id: str | None = None) -> TurnContext:
         return await asyncio.to_thread(self.turns.before_turn, goal, user_message, turn_id)

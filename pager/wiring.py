@@ -12,12 +12,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from mempager.config import PagerConfig
+from mempager.consolidation.crystal import Crystals, matched_labels
 from mempager.consolidation.wrap import Consolidator
 from mempager.lanes.retrieval import Retriever
 from mempager.maintenance.erasure import Eraser
 from mempager.maintenance.migration import ModelMigration, resolve_active
 from mempager.maintenance.workers import EmbedWorkers
 from mempager.paging.assemble import PageAssembler
+from mempager.paging.spores import Spores
+from mempager.paging.tiers import Tiers
 from mempager.procedural.procedures import Procedures
 from mempager.procedural.review import ReviewQueue
 from mempager.protocols import LexicalLaneLike, SemanticLaneLike, Store
@@ -41,6 +44,7 @@ class Collaborators:
     migration: ModelMigration
     consolidation: Consolidator
     build: MemoryBuilder
+    tiers: Tiers
 
 
 def collaborators(
@@ -94,18 +98,39 @@ def collaborators(
         retriever=retriever,
         drop_caches=procedures.drop_caches,
     )
+    consolidation = Consolidator(store, actor, config, clock, retriever.associations.invalidate)
+    # crystals and spores delete under the Eraser's mark: their bytes leave the files in its pass
+    crystals = Crystals(
+        store,
+        actor,
+        consolidation=consolidation,
+        clock=clock,
+        graph=retriever.associations.graph,
+        erasing=eraser.rewriting,
+    )
+    spores = Spores(store, actor, config, clock=clock, erasing=eraser.rewriting)
+    tiers = Tiers(
+        store,
+        actor,
+        crystals=crystals,
+        spores=spores,
+        review=review,
+        matched=lambda query: matched_labels(retriever.retrieve(query)),
+        erase_now=eraser.erase_now,
+    )
     return Collaborators(
         workers=workers,
         retriever=retriever,
         review_queue=review,
         procedures=procedures,
         writer=writer,
-        assembler=PageAssembler(store, actor, config, retriever=retriever, procedures=procedures),
+        assembler=PageAssembler(store, actor, config, retriever=retriever, procedures=procedures, tiers=tiers),
         eraser=eraser,
         editor=Editor(
             store, actor, build=build, retriever=retriever, notify=workers.notify, rewriting=eraser.rewriting
         ),
         migration=ModelMigration(store, actor, semantic=semantic, workers=workers, worker_count=config.embed_workers),
-        consolidation=Consolidator(store, actor, config, clock, retriever.associations.invalidate),
+        consolidation=consolidation,
         build=build,
+        tiers=tiers,
     )

@@ -59,7 +59,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, open_pager: Callable[[argparse.Namespace], Any]) -> int:
     try:
-        event = _read_event(sys.stdin.read(), EVENTS[args.event])
+        event = _read_event(_stdin(), EVENTS[args.event])
         with open_pager(args) as p:
             answer = _HANDLERS[args.event](p, event, args)
     except PagerError as exc:
@@ -67,6 +67,13 @@ def run(args: argparse.Namespace, open_pager: Callable[[argparse.Namespace], Any
         return EXIT_HOOK_ERROR
     print(json.dumps(answer, ensure_ascii=False))
     return 0
+
+
+def _stdin() -> str:
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError as exc:  # found by tests/reliability/test_fuzz_edges.py: it was a traceback
+        raise InvalidInput(f"the hook input is not UTF-8 (byte {exc.start}); Claude Code sends UTF-8 JSON") from None
 
 
 def _read_event(raw: str, expected: str) -> dict[str, Any]:

@@ -14,7 +14,18 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from mempager import __version__
-from mempager.cli import config_cmd, consolidate_cmd, handlers, hook_cmd, relay, wrap_cmd
+from mempager.cli import (
+    bench_cmd,
+    config_cmd,
+    consolidate_cmd,
+    doctor_cmd,
+    handlers,
+    hook_cmd,
+    relay,
+    tier_cmd,
+    ui_cmd,
+    wrap_cmd,
+)
 from mempager.cli import transfer as transfer_cli
 from mempager.config import EMBEDDER_CHOICES, PagerConfig
 from mempager.errors import InvalidInput, PagerError
@@ -154,20 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="credit only this injected pattern (label or uri; repeatable)",
     )
     sub.add_parser("demo", parents=[common], help="play a scripted agent session and show the page")
-    p = sub.add_parser(
-        "bench",
-        parents=[common],
-        help="offline benchmarks: `bench locomo --data locomo10.json`, `bench longmemeval --data FILE.json`",
-    )
-    p.add_argument("suite", choices=["locomo", "longmemeval"])
-    p.add_argument(
-        "--data",
-        required=True,
-        help="locomo: path to locomo10.json; longmemeval: a LongMemEval JSON file or generated:updates[:N[:SEED]]",
-    )
-    p.add_argument("--out", default=None, help="results directory (default benchmarks/results if present)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N conversations (locomo) / questions")
-    p.add_argument("--keep-stores", default=None, metavar="DIR", help="longmemeval: keep each question's store in DIR")
+    bench_cmd.add_parser(sub, common)  # bench locomo|longmemeval
     p = sub.add_parser("serve", parents=[common], help="run the MCP server (stdio, or streamable HTTP on 127.0.0.1)")
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     p.add_argument("--port", type=int, default=8765)
@@ -180,14 +178,19 @@ def build_parser() -> argparse.ArgumentParser:
     config_cmd.add_parser(sub, common)  # config: reads the environment only
     wrap_cmd.add_parsers(sub, common)  # wrap prepare|save|auto, continuity, graph, diff
     consolidate_cmd.add_parsers(sub, common)  # merge, replay, reflect, distill
+    tier_cmd.add_parsers(sub, common)  # crystal list|recall|add|forget, spore add|list|done|drop
     hook_cmd.add_parser(sub, common)  # hook session-start|user-prompt-submit|stop (Claude Code)
+    doctor_cmd.add_parser(sub, common)  # doctor [--repair]: each file of a DuckDB store
+    ui_cmd.add_parsers(sub, common)  # ui: the local web inspector (pager/ui)
     return parser
 
 
 # Commands that embed (a query, or what they wrote before they exit). Every other command embeds
 # nothing: it runs without embedding workers, so it never loads the model (issue 17: `stats`,
 # `recall`, `pinned`, `get`, `audit` answer in a fraction of a second).
-EMBEDDING_COMMANDS = frozenset({"remember", "retrieve", "page", "reembed", "serve", "model", hook_cmd.COMMAND})
+EMBEDDING_COMMANDS = frozenset(
+    {"remember", "retrieve", "page", "reembed", "serve", "model", hook_cmd.COMMAND, ui_cmd.COMMAND}
+)
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -203,47 +206,6 @@ def _open(args: argparse.Namespace) -> Any:
         overrides["embedder"] = args.embedder
     target = store if store.startswith(("postgres://", "postgresql://")) else Path(store)
     return mempager.open(target, actor=actor, config=PagerConfig.from_env(**overrides))
-
-
-def _bench(args: argparse.Namespace) -> int:
-    from mempager.embedders import EmbedderSettings, pick_embedder
-
-    forced = getattr(args, "embedder", None) or "auto"
-    choice = pick_embedder(EmbedderSettings.from_env(None, actor="bench", force=forced))
-    print(f"mempager bench {args.suite}: embedder {choice.embedder.name}", file=sys.stderr)
-    out = (
-        Path(args.out)
-        if args.out
-        else (Path("benchmarks/results") if Path("benchmarks/results").is_dir() else Path("mempager-bench"))
-    )
-    if args.suite == "longmemeval":
-        return _bench_longmemeval(args, choice.embedder, out)
-    from mempager.evaluation.bench_locomo import run
-
-    result = run(Path(args.data), choice.embedder, PagerConfig.from_env(), out, limit=args.limit)
-    default = next(n for n in result["configurations"] if n.startswith("fused") and n.endswith("default)"))
-    r10 = result["configurations"][default]["at_k"][10]
-    print(f"fused R@10 {r10:.3f} over {result['questions']} questions; results in {out}/locomo.md")
-    return 0
-
-
-def _bench_longmemeval(args: argparse.Namespace, embedder: Any, out: Path) -> int:
-    from mempager.evaluation import longmemeval
-
-    if args.limit is not None and args.limit < 1:
-        raise InvalidInput(f"--limit must be at least 1, got {args.limit}")
-    keep = Path(args.keep_stores) if args.keep_stores else None
-    result = longmemeval.run(args.data, embedder, PagerConfig.from_env(), out, limit=args.limit, keep=keep)
-    overall = result["groups"]["overall"]
-    line = (
-        f"session R@10 strict {overall['strict']['at_k'][10]:.3f}, any-hit {overall['any_hit']['at_k'][10]:.3f} "
-        f"over {result['questions']} questions"
-    )
-    for key in ("newest_wins", "older_wins"):
-        if result[key]:
-            line += f"; {key.replace('_', ' ')} {result[key]['wins']:.3f} (chance {result[key]['wins_chance']:.3f})"
-    print(f"{line}; results in {out}/{result['name']}.md")
-    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -302,18 +264,19 @@ def _run(args: argparse.Namespace, opener: Callable[[argparse.Namespace], Any]) 
         from mempager.evaluation.demo import run_demo
 
         return run_demo(store=getattr(args, "store", None), as_json=as_json, embedder=getattr(args, "embedder", None))
-    if args.command == "bench":
-        return _bench(args)
+    if args.command == bench_cmd.COMMAND:
+        return bench_cmd.run(args)
     if args.command == "serve":
         return _serve(args)
-    if args.command in transfer_cli.COMMANDS:
-        return transfer_cli.run(args, opener)
-    if args.command in wrap_cmd.COMMANDS:
-        return wrap_cmd.run(args, opener)
-    if args.command in consolidate_cmd.COMMANDS:
-        return consolidate_cmd.run(args, opener)
+    for commands in (transfer_cli, wrap_cmd, consolidate_cmd, tier_cmd):  # each module: COMMANDS and run()
+        if args.command in commands.COMMANDS:
+            return int(commands.run(args, opener))
+    if args.command == doctor_cmd.COMMAND:
+        return doctor_cmd.run(args, opener, DEFAULT_STORE)
     if args.command == hook_cmd.COMMAND:
         return hook_cmd.run(args, opener)
+    if args.command == ui_cmd.COMMAND:
+        return ui_cmd.run(args, opener)
     with opener(args) as p:
         cmd = args.command
         if cmd == "init":
@@ -409,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # Commands that never open a store (or open their own), so never go to a running server.
-UNROUTED = frozenset({"serve", "demo", "bench", config_cmd.COMMAND})
+UNROUTED = frozenset({"serve", "demo", bench_cmd.COMMAND, config_cmd.COMMAND, doctor_cmd.COMMAND, ui_cmd.COMMAND})
 
 
 def _store_of(args: argparse.Namespace) -> str:
@@ -421,7 +384,7 @@ def _route(args: argparse.Namespace, argv: list[str]) -> int | None:
     store = _store_of(args)
     if args.command in UNROUTED or store.startswith(("postgres://", "postgresql://")):
         return None
-    stdin = sys.stdin.read() if "-" in argv or args.command == hook_cmd.COMMAND else None  # hooks read stdin
+    stdin = _read_stdin() if "-" in argv or args.command == hook_cmd.COMMAND else None  # hooks read stdin
     actor = getattr(args, "actor", None) or os.environ.get("MEMPAGER_ACTOR") or "default"
     full = [*argv, "--store", str(Path(store).resolve()), "--actor", actor]
     reply = relay.forward(store, full, stdin)
@@ -438,7 +401,16 @@ def _route(args: argparse.Namespace, argv: list[str]) -> int | None:
 
 def _text_stream(text: str) -> io.TextIOWrapper:
     """Standard input that was already read, readable again as text or bytes (``.buffer``)."""
-    return io.TextIOWrapper(io.BytesIO(text.encode("utf-8")), encoding="utf-8")
+    # surrogateescape: bytes that are not UTF-8 travel on as they came, for the command to refuse by name
+    return io.TextIOWrapper(
+        io.BytesIO(text.encode("utf-8", "surrogateescape")), encoding="utf-8", errors="surrogateescape"
+    )
+
+
+def _read_stdin() -> str:
+    """Standard input as text whatever its bytes (not UTF-8: kept as surrogate escapes, see ``_text_stream``)."""
+    raw = getattr(sys.stdin, "buffer", None)
+    return raw.read().decode("utf-8", "surrogateescape") if raw is not None else sys.stdin.read()
 
 
 def _execute(args: argparse.Namespace, opener: Callable[[argparse.Namespace], Any]) -> int:

@@ -9,6 +9,11 @@ are never offered: they are the user's own words or have their own lifecycle (is
 In ``copilot`` mode each proposal waits in the review queue (kind ``merge``) for a human accept;
 in ``off`` mode nothing is proposed. A reply that names an unknown id, or one id in two proposals,
 is invalid as a whole: the step is skipped and the store unchanged.
+
+Each change (a merge group) is one transaction on the store (``ConsolidationStore.apply_merge``):
+the merged memory, the supersession of every original and, for an accepted review item, its
+closing are written together or not at all. A group whose originals were forgotten or superseded
+while the LLM was thinking is skipped (``MergeGroup.skipped``); the other groups still apply.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mempager.config import PagerConfig
 from mempager.consolidation.steps import OFF, LLMProvider, StepLock, line, mode_off, run_step
-from mempager.errors import InvalidInput, LLMReplyInvalid
+from mempager.errors import InvalidInput, LLMReplyInvalid, MemoryNotFound
 from mempager.llm.base import ask
 from mempager.protocols import Store
 from mempager.types import Memory, MemoryType, NewMemory, PutResult, Scope, Source
@@ -85,6 +90,7 @@ class MergeGroup:
     by: str | None  # the replacing uri; None for a merge in a dry run or waiting in review
     text: str | None  # the merged statement (merges only)
     review: str | None = None  # the review:// uri when queued (copilot)
+    skipped: str | None = None  # why this group was not applied (an original changed meanwhile); nothing of it written
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,22 +187,16 @@ class Merger:
             return MergeGroup(
                 action.kind, mtype.value, scope.value, uris, by, action.text, f"review://{self.actor}/{review_id}"
             )
-        return self.supersede(
-            action, merged(self.actor, mtype, scope, action.originals, action.text) if action.text else None, group
-        )
-
-    def supersede(self, action: _Action, item: NewMemory | None, group: MergeGroup) -> MergeGroup:
-        by = action.keep.uri if action.keep is not None else None
-        if item is not None:
-            # written before the originals are superseded: a crash in between leaves a restatement
-            # (the next merge takes it), never a memory with nothing in its place
-            result = self.store.put(item)
+        item = merged(self.actor, mtype, scope, action.originals, action.text) if action.text else None
+        try:  # one transaction: the merged memory and every supersession, or nothing
+            by, result = self.store.consolidation.apply_merge(
+                self.actor, [m.id for m in action.originals], item=item, by=None if item is not None else by
+            )
+        except MemoryNotFound as exc:  # a forget or an edit raced the LLM: this group is stale, the rest is not
+            log.warning("merge: a %s group was not applied: %s", action.kind, exc)
+            return MergeGroup(action.kind, mtype.value, scope.value, uris, None, action.text, skipped=str(exc))
+        if result is not None:
             self.after_write([result])
-            by = result.memory.uri
-        assert by is not None
-        for m in action.originals:
-            if m.uri != by:  # the merged text may deduplicate onto one of its originals
-                self.store.update(self.actor, m.id, op="supersede", superseded_by=by)
         return MergeGroup(group.kind, group.type, group.scope, group.originals, by, group.text)
 
 
@@ -290,23 +290,18 @@ def accept_merge(
         raise InvalidInput(
             f"review item {review_id!r}: the memories it would replace are gone or superseded; reject it"
         )
-    rest: Sequence[Memory] = originals
+    ids = [m.id for m in originals]
     if payload.get("text"):
         item = merged(actor, MemoryType(payload["type"]), Scope(payload["scope"]), originals, str(payload["text"]))
-        # the item closes, the merged memory is written and the first original superseded in one transaction
-        result = store.review_accept(actor, review_id, item, (originals[0].id, {}))
-        after_write([result])
-        by, rest = result.memory.uri, originals[1:]
-    else:
-        keep = _get(store, actor, str(payload.get("by")))
-        if keep is None:
-            raise InvalidInput(f"review item {review_id!r}: the memory to keep is gone; reject it")
-        store.review_close(actor, review_id, "accepted", keep.uri)
-        by = keep.uri
-    for m in rest:
-        if m.uri != by:
-            store.update(actor, m.id, op="supersede", superseded_by=by)
-    return by
+        # the item closes, the merged memory is written and every original superseded in one transaction
+        by, result = store.consolidation.apply_merge(actor, ids, item=item, review_id=review_id)
+        if result is not None:
+            after_write([result])
+        return by
+    keep = _get(store, actor, str(payload.get("by")))
+    if keep is None:
+        raise InvalidInput(f"review item {review_id!r}: the memory to keep is gone; reject it")
+    return store.consolidation.apply_merge(actor, ids, by=keep.uri, review_id=review_id)[0]
 
 
 def _get(store: Store, actor: str, uri: str) -> Memory | None:

@@ -91,15 +91,17 @@ class Retriever:
         completions: dict[str, dict[int, float]] = {}
         vector = None
         unindexed = self.config.salience_mode == "unindexed"
-        # Snapshot what the semantic lane cannot see before *and* after searching it: a memory the
-        # worker indexes meanwhile is in the first, one a re-wording pulls out is in the second,
-        # so no memory falls between the two lanes for this query.
-        before = set(self.semantic.unembedded_labels()) if unindexed else set()
+        # What the semantic lane cannot see, read around its search (search_snapshot), so no
+        # memory falls between the semantic and salience lanes for this query.
+        unembedded: set[int] | None = None
         try:
             vector = self.semantic.embed_query(query)
-            lanes["semantic"] = self.semantic.search_vector(vector, depth)
+            lanes["semantic"], around = self.semantic.search_snapshot(vector, depth)
+            unembedded = set(around)
         except PagerError as exc:  # a failing embedder degrades retrieval, it does not stop it
             log.warning("semantic lane skipped for this query: %s", exc)
+        if unembedded is None:
+            unembedded = set(self.semantic.unembedded_labels())
         semantic_labels = [label for label, _ in lanes.get("semantic", ())]
         windows = self.when.windows(query) if self.config.lane_weights.get("time", 0.0) > 0 else []
         timed = self.when.search(windows, depth) if windows else []
@@ -108,9 +110,6 @@ class Retriever:
         also = semantic_labels + [label for label, _ in timed]
         lanes["lexical"], completions["lexical"] = self.lexical.search_scored(query, depth, also)
         params = params_from_config(self.config, self.clock())
-        unembedded = (
-            before.union(self.semantic.unembedded_labels()) if unindexed else set(self.semantic.unembedded_labels())
-        )
         only = sorted(unembedded) if unindexed else None
         lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth, only)
         if vector is not None:

@@ -314,6 +314,13 @@ class SemanticLane:
         result: list[tuple[int, float]] = self.index.search(vector, k)
         return result
 
+    def search_snapshot(self, vector: FloatMatrix, k: int) -> tuple[list[tuple[int, float]], list[int]]:
+        """The search, and what was unembedded before *or* after it: a memory the worker indexes
+        meanwhile is in the first snapshot, one a re-wording pulls out is in the second."""
+        before = self.unembedded_labels()
+        hits = self.search_vector(vector, k)
+        return hits, list(set(before).union(self.unembedded_labels()))
+
     def __contains__(self, label: object) -> bool:
         return label in self.index
 

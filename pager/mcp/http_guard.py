@@ -12,7 +12,9 @@ could read or erase it: another local process, or a web page that rebinds its ow
    lists built here so the two agree), but it answers a foreign Host with 421 and runs after any
    layer in front of it; checking here first answers one status at every path, and a rebinding
    page learns nothing about the token.
-2. The token: ``Authorization: Bearer <token>``, compared in constant time -- else 401.
+2. The token: ``Authorization: Bearer <token>``, compared in constant time -- else 401. Under
+   ``own_login`` prefixes (the web inspector at /ui) the app behind checks the same token itself:
+   a browser page cannot send the header, so its login trades the token for a session cookie.
 3. The rate: a token bucket per client address -- else 429 with Retry-After.
 4. The body: capped by the SDK's own ``RequestBodyLimitMiddleware`` (``max_request_body_size``),
    413 when Content-Length or the streamed body exceeds it.
@@ -232,9 +234,12 @@ class _Buckets:
 class HttpGuard:
     """ASGI middleware in front of the MCP app; lifespan events pass through untouched."""
 
-    def __init__(self, app: ASGIApp, settings: GuardSettings) -> None:
+    def __init__(self, app: ASGIApp, settings: GuardSettings, *, own_login: tuple[str, ...] = ()) -> None:
         self.app = app
         self.settings = settings
+        # path prefixes whose app checks this same token itself: the web inspector (/ui), whose
+        # browser pages cannot send a header, trades the token for a session cookie at its login
+        self.own_login = own_login
         self._expected = f"Bearer {settings.token}".encode()
         self._buckets = _Buckets(settings.rate_per_second) if settings.rate_per_second > 0 else None
 
@@ -248,7 +253,9 @@ class HttpGuard:
         headers = Headers(scope=scope)
         client = scope.get("client")
         who = str(client[0]) if client else "unknown"
-        refusal = self._refusal(headers, who)
+        path = str(scope.get("path", ""))
+        token = not any(path == p or path.startswith(p + "/") for p in self.own_login)
+        refusal = self._refusal(headers, who, token)
         if refusal is not None:
             status, reason, extra = refusal
             # what and from where, never a header value that could be the token
@@ -257,7 +264,7 @@ class HttpGuard:
             return
         await self.app(scope, receive, send)
 
-    def _refusal(self, headers: Headers, who: str) -> tuple[int, str, dict[str, str]] | None:
+    def _refusal(self, headers: Headers, who: str, token: bool = True) -> tuple[int, str, dict[str, str]] | None:
         if not _matches(headers.get("host", ""), self.settings.hosts):
             return 403, "Host not allowed (only loopback; see mempager serve --allow-host)", {}
         origin = headers.get("origin")
@@ -266,7 +273,7 @@ class HttpGuard:
         given = headers.get("authorization", "")
         scheme, _, credential = given.partition(" ")
         candidate = f"Bearer {credential.strip()}" if scheme.lower() == "bearer" else ""
-        if not hmac.compare_digest(candidate.encode("utf-8", "replace"), self._expected):
+        if token and not hmac.compare_digest(candidate.encode("utf-8", "replace"), self._expected):
             auth = {"WWW-Authenticate": 'Bearer realm="mempager"'}
             return 401, "missing or wrong bearer token (Authorization: Bearer <token>)", auth
         wait = self._buckets.take(who) if self._buckets is not None else 0.0

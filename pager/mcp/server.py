@@ -44,7 +44,7 @@ except ImportError as exc:  # a PagerError, so `mempager serve` prints one line 
         f"mempager serve needs the MCP Python SDK 2.x ({exc}); install it with: pip install 'mempager[mcp]'"
     ) from exc
 
-from mempager.mcp import http_guard, wrap_tools
+from mempager.mcp import http_guard, tier_tools, wrap_tools
 from mempager.mcp.http_guard import options_from_args as options_from_args  # the CLI's serve flags
 from mempager.mcp.models import (
     FeedbackResult,
@@ -68,6 +68,7 @@ log = logging.getLogger("mempager.mcp")
 T = TypeVar("T")
 HOST = "127.0.0.1"  # never a public interface: the store holds the agent's whole memory
 PREFIX = "memory_"  # every tool's name: harnesses list many servers' tools side by side
+UI_PATH = "/ui"  # serve --http mounts the web inspector here
 
 # Identity, rules and constraints are pinned as inviolable: only the operator sets them (CLI or
 # Python API), so text the model was shown cannot promote itself into them. Patterns and
@@ -323,7 +324,7 @@ _ANNOTATIONS = {
     "forget": ToolAnnotations(title="Forget", read_only_hint=False, destructive_hint=True, idempotent_hint=True),
     "stats": ToolAnnotations(title="Stats", read_only_hint=True),
 }
-TOOL_NAMES = tuple(PREFIX + name for name in (*_ANNOTATIONS, *wrap_tools.ANNOTATIONS))
+TOOL_NAMES = tuple(PREFIX + name for name in (*_ANNOTATIONS, *wrap_tools.ANNOTATIONS, *tier_tools.ANNOTATIONS))
 MEMORY_TEMPLATE = "mempager://memory/{actor}/{type}/{id}"
 PROMPT_NAMES = ("memory_turn",)
 
@@ -339,6 +340,7 @@ def build_server(pager: Pager, goal: str | None = None) -> MCPServer[Any]:
         description = " ".join((fn.__doc__ or "").split())
         server.add_tool(fn, name=PREFIX + name, description=description, annotations=hints, structured_output=True)
     wrap_tools.register(server, pager, _call, PREFIX)  # memory_prepare_wrap, memory_save_continuity, continuity
+    tier_tools.register(server, pager, _call, PREFIX)  # memory_crystal_index|recall, memory_spore*
     about = f"goal {goal!r}" if goal else "the stored goal"
     server.resource(
         f"mempager://{pager.actor}/pinned",
@@ -386,16 +388,23 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-async def _serve_http(server: MCPServer[Any], port: int, guard: http_guard.GuardSettings) -> None:
+async def _serve_http(server: MCPServer[Any], port: int, guard: http_guard.GuardSettings, pager: Pager) -> None:
     import uvicorn
+
+    from mempager.ui import Pagers, UiSettings, create_app
 
     app = server.streamable_http_app(
         host=HOST,
         max_request_body_size=guard.max_body_bytes,  # the SDK's own cap: 413 on Content-Length or the stream
         transport_security=http_guard.transport_security(guard),
     )
-    # log_config=None: uvicorn's own config would print access lines on stdout; ours go to stderr
-    config = uvicorn.Config(http_guard.HttpGuard(app, guard), host=HOST, port=port, log_config=None)
+    # the web inspector (pager/ui) for this pager; the guard checks Host, Origin and rate in front
+    # of it, and the inspector checks the same token at its login (hosts=None: the guard did Host)
+    app.mount(UI_PATH, create_app(Pagers(pager), UiSettings(token=guard.token, hosts=None)))
+    guarded = http_guard.HttpGuard(app, guard, own_login=(UI_PATH,))
+    # log_config=None: uvicorn's own config would print access lines on stdout; ours go to stderr;
+    # access_log=False: the inspector's login link carries the token
+    config = uvicorn.Config(guarded, host=HOST, port=port, log_config=None, access_log=False)
     await uvicorn.Server(config).serve()
 
 
@@ -431,7 +440,8 @@ def serve(
     )
     with _sigterm_exits():
         if settings is not None:
-            anyio.run(_serve_http, server, port, settings)
+            print(f"mempager: web inspector at http://{HOST}:{port}{UI_PATH}/login", file=sys.stderr, flush=True)
+            anyio.run(_serve_http, server, port, settings, pager)
         else:
             anyio.run(server.run_stdio_async)
     return 0

@@ -16,6 +16,7 @@ from mempager.lanes.fusion import Cut
 from mempager.lanes.lines import neutral, snippet_line
 from mempager.lanes.salience import SalienceBreakdown
 from mempager.paging.pinned import PinnedBlock
+from mempager.paging.tier_sections import EMPTY, Section
 from mempager.patterns import Pattern
 from mempager.types import Snippet
 
@@ -123,6 +124,8 @@ class Page:
     report: PageReport
     menu: tuple[Pattern, ...] = ()
     avoid: tuple[Pattern, ...] = ()
+    spores: Section = EMPTY  # open spores this turn cues (paging/spores.py); .shown has their uris
+    crystals: Section = EMPTY  # crystal bodies this turn cues (consolidation/crystal.py)
 
     def render(self) -> str:
         parts: list[str] = []
@@ -137,6 +140,7 @@ class Page:
         if self.avoid:
             parts.append(AVOID_HEADER)
             parts.extend(avoid_line(p) for p in self.avoid)
+        parts.extend(s.text for s in (self.spores, self.crystals) if s.text)
         if self.snippets:
             parts.append(MEMORY_HEADER)
             parts.append(FENCE_OPEN)

@@ -35,6 +35,7 @@ class PinnedBlock:
     tokens: int
     omitted: tuple[str, ...]  # uris that did not fit the budget
     continuity_tokens: int = 0  # of ``tokens``: the pinned continuity section (paging/continuity.py)
+    crystal_menu_tokens: int = 0  # of ``tokens``: the crystallized tier's menu (paging/tier_sections.py)
 
     def __str__(self) -> str:
         return self.text

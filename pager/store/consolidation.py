@@ -6,16 +6,18 @@ half-saved): the next ``prepare_wrap`` hands the same wrap back. A save replaces
 pattern history and association graph as a whole (every unused link decays each wrap, so every
 row changes anyway) and keeps only links whose two memories still exist: a forget that ran
 meanwhile is never undone. ``forget_in`` runs inside the delete's transaction (store/writes.py).
+``apply_merge`` writes one merge group (the merged memory and the supersession of its originals)
+in one transaction through the store's ``Writes``, so a failure leaves none of it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Protocol
 
-from mempager.errors import ConsolidationError, WrapNotOpen
+from mempager.errors import ConsolidationError, InvalidInput, MemoryNotFound, WrapNotOpen
 from mempager.protocols import (
     AssociationLink,
     ConsolidationState,
@@ -25,7 +27,7 @@ from mempager.protocols import (
     WrapRecord,
 )
 from mempager.store.base import DuckDb, naive_utc
-from mempager.types import Memory
+from mempager.types import Memory, NewMemory, PutResult
 from mempager.validate import content_hash
 
 WRAP_COLUMNS = "actor, number, status, opened_at, saved_at, labels, session_id, metrics"
@@ -71,6 +73,42 @@ def pattern_of(row: Sequence[Any]) -> PatternRecord:
     )
 
 
+class _Mirrors(Protocol):
+    def apply(self, memories: Sequence[Memory], removed: Sequence[int] = (), actor: str = "") -> None: ...
+
+
+class _Journal(Protocol):
+    def close_in(self, con: Any, actor: str, review_id: str, status: str, result_uri: str | None) -> None: ...
+
+
+class MemoryWrites(Protocol):
+    """What ``apply_merge`` uses of the store's ``Writes`` (store/writes.py, which imports this module)."""
+
+    @property
+    def mirrors(self) -> _Mirrors: ...
+
+    @property
+    def journal(self) -> _Journal: ...
+
+    def put_many_in(
+        self, items: Sequence[NewMemory], then: Callable[[Any, list[PutResult]], None] | None = None
+    ) -> list[PutResult]: ...
+
+    def update_in(self, con: Any, actor: str, memory_id: str, op: str, changes: dict[str, object]) -> Memory: ...
+
+
+def merge_args(item: NewMemory | None, by: str | None) -> None:
+    if (item is None) == (by is None):
+        raise InvalidInput("a merge group is written with either a merged item or the uri of the memory kept")
+
+
+def gone(actor: str, missing: Sequence[str]) -> MemoryNotFound:
+    return MemoryNotFound(
+        f"memories {sorted(missing)} of actor {actor!r} were forgotten or superseded since the merge was "
+        "proposed; nothing of this merge group was written (run merge again)"
+    )
+
+
 def _aware(value: datetime) -> datetime:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
@@ -91,8 +129,9 @@ def forget_in(con: Any, actor: str, gone: Sequence[Memory]) -> None:
 class DuckConsolidation:
     """``ConsolidationStore`` on the DuckDB file (``DuckDBStore.consolidation``)."""
 
-    def __init__(self, db: DuckDb) -> None:
+    def __init__(self, db: DuckDb, writes: MemoryWrites) -> None:
         self.db = db
+        self.writes = writes
         # actor -> its latest version: every page pins it, and only this process writes the file
         self._latest: dict[str, ContinuityVersion | None] = {}
         self._generation = 0  # bumped by each save: a read that raced one is not cached
@@ -310,3 +349,49 @@ class DuckConsolidation:
     def unlock(self, name: str, holder: str) -> None:
         with self.db.tx() as con:
             con.execute("DELETE FROM consolidation_locks WHERE name = ? AND holder = ?", [name, holder])
+
+    # -- a merge group (consolidation/merge.py), all or nothing ------------------------------------
+    def apply_merge(
+        self,
+        actor: str,
+        originals: Sequence[str],
+        *,
+        item: NewMemory | None = None,
+        by: str | None = None,
+        review_id: str | None = None,
+    ) -> tuple[str, PutResult | None]:
+        """``item`` written (or ``by`` kept), ``originals`` superseded by it, ``review_id`` closed: one transaction."""
+        merge_args(item, by)
+        changed: list[Memory] = []
+        in_force: list[str] = []
+
+        def then(con: Any, results: list[PutResult]) -> None:
+            uri = results[0].memory.uri if results else str(by)
+            keep = uri.rsplit("/", 1)[-1]
+            wanted = sorted({*originals, keep})
+            live = {
+                r[0]
+                for r in con.execute(
+                    "SELECT id FROM memories WHERE actor = ? AND id IN (SELECT unnest(?)) AND superseded_by IS NULL",
+                    [actor, wanted],
+                ).fetchall()
+            }
+            if missing := [i for i in wanted if i not in live]:
+                raise gone(actor, missing)
+            for memory_id in originals:
+                if memory_id != keep:  # the merged text may deduplicate onto one of its originals
+                    changed.append(self.writes.update_in(con, actor, memory_id, "supersede", {"superseded_by": uri}))
+            if review_id is not None:
+                self.writes.journal.close_in(con, actor, review_id, "accepted", uri)
+            in_force.append(uri)
+
+        with self.db.write_lock:  # held to the mirrors' update: no reader sees the file ahead of them
+            if item is not None:
+                (put,) = self.writes.put_many_in([item], then=then)
+                changed.append(put.memory)
+            else:
+                put = None
+                with self.db.tx() as con:
+                    then(con, [])
+            self.writes.mirrors.apply(changed)
+        return in_force[0], put

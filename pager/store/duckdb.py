@@ -12,6 +12,7 @@ lock, audit chain) and nothing else:
     Vectors   store/vectors.py  vectors per model and the pending-embedding queue
     Journal   store/journal.py  page injections, feedback claims, the review queue, audit reads
     DuckConsolidation  store/consolidation.py  session wraps, continuity, pattern history, associations
+    DuckTiers          store/tiers.py          the crystallized tier and spores
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import duckdb
 
 from mempager.errors import InvalidInput, StoreError, StoreLocked
 from mempager.protocols import PendingItem, PendingStats, SalienceParams
-from mempager.store import erasure_marks
+from mempager.store import damage, erasure_marks
 from mempager.store.base import DuckDb, translate
 from mempager.store.consolidation import DuckConsolidation
 from mempager.store.journal import Deprecate, Journal, ReviewItem
@@ -35,6 +36,7 @@ from mempager.store.migrations import migrate
 from mempager.store.mirror import ActorTable
 from mempager.store.mirrors import ChangeListener, Mirrors
 from mempager.store.reads import SqlReads
+from mempager.store.tiers import DuckTiers
 from mempager.store.vectors import Vectors
 from mempager.store.writes import Writes, dedup_key_of
 from mempager.types import (
@@ -89,15 +91,28 @@ class DuckDBStore:
                     f"{path} is already open in this process; share it with mempager.store.duckdb.open_store() "
                     "or open more actors with mempager.open() on the same path"
                 )
-            self.db = db = DuckDb(str(path), read_only=read_only)
+            if read_only:  # a reader changes no file: it only refuses what cannot be a store
+                refused = damage.main_problem(path)
+                if refused is not None:
+                    raise refused
+            else:  # refuses what cannot be a store; a damaged WAL tail is set aside (store/damage.py)
+                damage.prepare(path)
+            try:
+                self.db = db = DuckDb(str(path), read_only=read_only)
+            except StoreError as exc:
+                typed = damage.explain(exc, path)
+                if typed is None:
+                    raise
+                raise typed from exc
             _OPEN[self._key] = self
         self._users = 1
         self.reads = SqlReads(db)
         self.mirrors = Mirrors(db)
         self.vector_rows = Vectors(db)
         self.journal = Journal(db)
-        self.consolidation = DuckConsolidation(db)
         self.writes = Writes(db, reads=self.reads, mirrors=self.mirrors, journal=self.journal)
+        self.consolidation = DuckConsolidation(db, self.writes)  # a merge group writes memories in its transaction
+        self.tiers = DuckTiers(db, self.journal)  # crystals and spores (store/tiers.py)
         try:
             if not read_only:
                 with db.write_lock:
@@ -105,8 +120,13 @@ class DuckDBStore:
                     self._ensure_store_id()
             db.load_audit_tail()
             rows = db.fetch("SELECT value FROM store_meta WHERE key = 'store_id'")
-        except duckdb.Error as exc:
+        except (duckdb.Error, StoreError) as exc:
             self.close()  # a refused store must not stay open and registered
+            typed = damage.explain(exc, path)  # a bad block met by the first reads
+            if typed is not None:
+                raise typed from exc
+            if isinstance(exc, StoreError):
+                raise
             raise translate(exc, db.location) from exc
         except BaseException:
             self.close()

@@ -183,6 +183,34 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        6,
+        "the crystallized tier and spores (prospective memory)",
+        """
+        CREATE TABLE crystals (
+            actor VARCHAR NOT NULL,
+            id VARCHAR NOT NULL,
+            key VARCHAR NOT NULL,
+            name VARCHAR NOT NULL,
+            body VARCHAR NOT NULL,
+            evidence VARCHAR NOT NULL,
+            source VARCHAR NOT NULL,
+            created_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (actor, id)
+        );
+        CREATE TABLE spores (
+            actor VARCHAR NOT NULL,
+            id VARCHAR NOT NULL,
+            text VARCHAR NOT NULL,
+            cue VARCHAR,
+            due_at TIMESTAMP,
+            status VARCHAR NOT NULL,
+            created_at TIMESTAMP NOT NULL,
+            done_at TIMESTAMP,
+            PRIMARY KEY (actor, id)
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

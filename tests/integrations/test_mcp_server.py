@@ -45,6 +45,7 @@ TOOLS = {
     "memory_stats",
     "memory_prepare_wrap",
     "memory_save_continuity",
+    *(f"memory_{n}" for n in ("crystal_index", "crystal_recall", "spore_add", "spores", "spore_done", "spore_drop")),
 }
 # each session's tools' output schemas, as list_tools published them
 _SCHEMAS: weakref.WeakKeyDictionary[ClientSession, dict[str, Any]] = weakref.WeakKeyDictionary()

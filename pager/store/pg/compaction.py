@@ -22,6 +22,8 @@ _TABLES = (
     "injections",
     "feedback_log",
     "associations",  # a forgotten memory's links (deleted with it by the foreign key)
+    "crystals",  # forgotten crystals and dropped or cleaned spores (store/pg/tiers.py)
+    "spores",
 )
 
 

@@ -4,7 +4,9 @@ Many processes may share one store, so every write first locks the actor's
 ``consolidation_state`` row: opening a wrap, saving it and moving the baton are serialised per
 actor (and the partial unique index ``wraps_one_open`` holds one open wrap per actor whatever
 happens). Links reference their memories with ``ON DELETE CASCADE``: a forget in any process
-takes them along, and a save never re-creates a link to a memory deleted meanwhile.
+takes them along, and a save never re-creates a link to a memory deleted meanwhile. A merge group
+(``apply_merge``) is one transaction: the merged memory, the supersession of its originals (their
+rows locked, so a concurrent forget or merge waits, then finds them changed) and the review item.
 """
 
 from __future__ import annotations
@@ -22,10 +24,22 @@ from mempager.protocols import (
     WrapCommit,
     WrapRecord,
 )
-from mempager.store.consolidation import LINK_COLUMNS, PATTERN_COLUMNS, WRAP_COLUMNS, link_of, pattern_of, wrap_of
+from mempager.store.consolidation import (
+    LINK_COLUMNS,
+    PATTERN_COLUMNS,
+    WRAP_COLUMNS,
+    gone,
+    link_of,
+    merge_args,
+    pattern_of,
+    wrap_of,
+)
 from mempager.store.consolidation import wrap_uri as wrap_uri
 from mempager.store.pg.db import AuditRow, Conn, Db
+from mempager.store.pg.journal_tx import close_review
 from mempager.store.pg.listeners import PgListeners
+from mempager.store.pg.writes import PgWrites
+from mempager.types import Memory, NewMemory, PutResult
 from mempager.validate import content_hash
 
 
@@ -271,3 +285,46 @@ class PgConsolidation:
                 "DELETE FROM consolidation_locks WHERE name = %s AND holder = %s", [name, holder]
             )
         )
+
+    # -- a merge group (consolidation/merge.py), all or nothing ------------------------------------
+    def apply_merge(
+        self,
+        actor: str,
+        originals: Sequence[str],
+        *,
+        item: NewMemory | None = None,
+        by: str | None = None,
+        review_id: str | None = None,
+    ) -> tuple[str, PutResult | None]:
+        """``item`` written (or ``by`` kept), ``originals`` superseded by it, ``review_id`` closed: one transaction."""
+        merge_args(item, by)
+        keys, payload = PgWrites.put_args([item]) if item is not None else ([], {})
+
+        def body(conn: Conn, audit: list[AuditRow]) -> tuple[str, PutResult | None, list[Memory]]:
+            put = PgWrites.put_tx(conn, audit, [item], keys, payload)[0] if item is not None else None
+            uri = put.memory.uri if put is not None else str(by)
+            keep = uri.rsplit("/", 1)[-1]
+            wanted = sorted({*originals, keep})
+            live = {
+                r[0]
+                for r in conn.execute(  # locked to the commit: a concurrent forget waits for this group
+                    "SELECT id FROM memories WHERE actor = %s AND id = ANY(%s) AND superseded_by IS NULL"
+                    " ORDER BY id FOR UPDATE",
+                    [actor, wanted],
+                ).fetchall()
+            }
+            if missing := [i for i in wanted if i not in live]:
+                raise gone(actor, missing)
+            changed = [] if put is None else [put.memory]
+            for memory_id in originals:
+                if memory_id != keep:  # the merged text may deduplicate onto one of its originals
+                    changed.append(
+                        PgWrites.update_tx(conn, audit, actor, memory_id, "supersede", {"superseded_by": uri})
+                    )
+            if review_id is not None:
+                close_review(conn, audit, actor, review_id, "accepted", uri)
+            return uri, put, changed
+
+        (uri, put, changed), entries = self._db.write(body)
+        self._listeners.after(entries, changed)
+        return uri, put

@@ -7,6 +7,12 @@
 * Writes run in one transaction. A write that loses a deadlock or serialization race is retried;
   a write whose connection died before COMMIT was sent is retried (the server rolled it back); a
   write whose connection died during COMMIT is reported, never silently repeated.
+* A call that waits ``pool_timeout_s`` for a pooled connection and gets none fails at once, never
+  retried (the wait would multiply): StoreBusy when this process's own calls held every pooled
+  connection (slow calls), StoreUnavailable when the pool could not connect (the server is down or
+  restarting). So a call takes at most one pool wait and one statement (cancelled by the server at
+  ``statement_timeout_ms``: StoreTimeout), plus fast retries on stale connections after a restart
+  (tests/reliability/test_pg_trouble.py).
 * Every write's audit entries are appended last, under the row lock of ``audit_tail``: appends
   are serialised only for the few statements before COMMIT, and audit ``seq`` order is commit
   order, which is what lets other processes follow the store's changes by ``seq``.
@@ -16,8 +22,10 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
@@ -79,6 +87,8 @@ class Db:
         self._ext_schema = "public"
         self._pool: ConnectionPool[Any] | None = None
         self._composed: dict[Hashable, bytes] = {}
+        self._held = 0  # pooled connections our calls hold now: tells a busy pool from an unreachable server
+        self._held_lock = threading.Lock()
         self.store_id = ""
 
     # -- opening ----------------------------------------------------------------------------
@@ -111,7 +121,10 @@ class Db:
             open=False,
             configure=self._configure,
             timeout=self.options.pool_timeout_s,
-            reconnect_timeout=max(60.0, 6 * self.options.pool_timeout_s),
+            # A failing connection attempt retries with a doubling delay until it gives up; only then
+            # does the next call start a fresh one. Giving up after one pool wait means a server back
+            # from an outage is found within about a second of the next call, not after a long backoff.
+            reconnect_timeout=self.options.pool_timeout_s,
             name="mempager",
             num_workers=1,
         )
@@ -146,7 +159,20 @@ class Db:
             register(conn, self._vector)
 
     def error(self, exc: BaseException, *, writing: bool = False) -> StoreError:
-        return translate(exc, self.location, self._secret, writing=writing)
+        busy = isinstance(exc, PoolTimeout) and self._held >= self.options.pool_max
+        return translate(exc, self.location, self._secret, writing=writing, busy=busy)
+
+    @contextmanager
+    def _lease(self, pool: ConnectionPool[Any]) -> Iterator[Conn]:
+        """A pooled connection, counted while held (see ``error``)."""
+        with pool.connection() as conn:
+            with self._held_lock:
+                self._held += 1
+            try:
+                yield conn
+            finally:
+                with self._held_lock:
+                    self._held -= 1
 
     def _checked_pool(self) -> ConnectionPool[Any]:
         if self._pool is None or self._pool.closed:
@@ -164,14 +190,14 @@ class Db:
         attempts = self._attempts()
         for attempt in attempts:
             try:
-                with pool.connection() as conn:
+                with self._lease(pool) as conn:
                     return fn(conn)
+            except PoolTimeout as exc:  # before psycopg.Error, its base class: a wait is never retried
+                raise self.error(exc) from exc
             except psycopg.Error as exc:
                 if attempt < attempts[-1] and connection_lost(exc):
                     log.info("read lost its connection to %s (%s); retrying", self.location, exc.sqlstate)
                     continue
-                raise self.error(exc) from exc
-            except PoolTimeout as exc:
                 raise self.error(exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -235,12 +261,14 @@ class Db:
             audit: list[AuditRow] = []
             sent = False  # True once COMMIT may have reached the server
             try:
-                with pool.connection() as conn:
+                with self._lease(pool) as conn:
                     with conn.transaction():
                         result = fn(conn, audit)
                         entries = self._seal(conn, audit) if audit else []
                         sent = True
                     return result, entries
+            except PoolTimeout as exc:  # before psycopg.Error, its base class: a wait is never retried
+                raise self.error(exc, writing=True) from exc
             except _RACES as exc:
                 if attempt - lost >= self.options.write_retries:
                     raise self.error(exc, writing=True) from exc
@@ -253,8 +281,6 @@ class Db:
                     log.info("write lost its connection to %s before commit; retrying", self.location)
                     continue
                 raise self.error(exc, writing=sent or connection_lost(exc)) from exc
-            except PoolTimeout as exc:
-                raise self.error(exc, writing=True) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def maintenance(self, statements: Sequence[Any]) -> None:

@@ -10,7 +10,15 @@ import psycopg
 from psycopg import errors as pg
 from psycopg_pool import PoolTimeout
 
-from mempager.errors import InvalidInput, StoreError, StoreFull, StoreLocked
+from mempager.errors import (
+    InvalidInput,
+    StoreBusy,
+    StoreError,
+    StoreFull,
+    StoreLocked,
+    StoreTimeout,
+    StoreUnavailable,
+)
 from mempager.store.pg.options import scrub
 
 # SQLSTATE classes that mean "the connection or the server went away", not "your SQL was wrong".
@@ -18,21 +26,36 @@ _GONE_STATES = ("08", "57P01", "57P02", "57P03")
 
 
 def connection_lost(exc: BaseException) -> bool:
-    """True when ``exc`` says the server or the connection is gone (worth a retry elsewhere)."""
-    if not isinstance(exc, psycopg.OperationalError):
+    """True when ``exc`` says the server or the connection is gone (worth a retry elsewhere).
+
+    Never for the pool's own timeout (a subclass of OperationalError without a SQLSTATE): that
+    wait already took ``pool_timeout_s``, and retrying it would multiply the wait.
+    """
+    if isinstance(exc, PoolTimeout) or not isinstance(exc, psycopg.OperationalError):
         return False
     state = exc.sqlstate
     return state is None or state.startswith(_GONE_STATES)
 
 
-def translate(exc: BaseException, location: str, secret: str | None, *, writing: bool = False) -> StoreError:
-    """A StoreError (or subclass) for a foreign database error; never raises."""
+def translate(
+    exc: BaseException, location: str, secret: str | None, *, writing: bool = False, busy: bool = False
+) -> StoreError:
+    """A StoreError (or subclass) for a foreign database error; never raises.
+
+    ``busy``: a PoolTimeout while every pooled connection was held by this process's own calls
+    (StoreBusy), rather than while the pool could not connect (StoreUnavailable).
+    """
     raw = scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, secret)
     if isinstance(exc, PoolTimeout):
-        return StoreError(
-            f"no connection to PostgreSQL at {location} became available ({raw}): the server is down or "
-            "unreachable, or every pooled connection is busy; check the server, then retry"
-            + (" — this write was not stored" if writing else "")
+        not_stored = " — this write was not stored" if writing else ""
+        if busy:
+            return StoreBusy(
+                f"every pooled connection to PostgreSQL at {location} stayed busy ({raw}): slow calls of this "
+                f"process hold them; retry, or raise pool_max or pool_timeout_s{not_stored}"
+            )
+        return StoreUnavailable(
+            f"no connection to PostgreSQL at {location} could be made ({raw}): the server is down, restarting "
+            f"or unreachable; check it, then retry{not_stored}"
         )
     if connection_lost(exc):
         tail = (
@@ -40,7 +63,7 @@ def translate(exc: BaseException, location: str, secret: str | None, *, writing:
             if writing
             else "; retry when the server is back"
         )
-        return StoreError(f"lost the connection to PostgreSQL at {location}: {raw}{tail}")
+        return StoreUnavailable(f"lost the connection to PostgreSQL at {location}: {raw}{tail}")
     if isinstance(exc, pg.DiskFull):
         return StoreFull(
             f"the PostgreSQL server at {location} is out of disk space ({raw}); free space and retry. "
@@ -52,7 +75,7 @@ def translate(exc: BaseException, location: str, secret: str | None, *, writing:
             "migration may be running: retry in a moment"
         )
     if isinstance(exc, pg.QueryCanceled):
-        return StoreError(
+        return StoreTimeout(
             f"PostgreSQL at {location} cancelled the statement ({raw}): it ran past statement_timeout_ms "
             "or waited on a lock held by a compaction or migration; retry, or raise the timeout"
         )

@@ -83,6 +83,13 @@ class PgSemanticLane:
         hits: list[tuple[int, float]] = self.store.search_vectors(self.actor, self.model, vector, k)
         return hits
 
+    def search_snapshot(self, vector: FloatMatrix, k: int) -> tuple[list[tuple[int, float]], list[int]]:
+        """The search and the queue in one statement: what it did not find is queued, or has no memory."""
+        found: tuple[list[tuple[int, float]], list[int]] = self.store.search_with_queue(
+            self.actor, self.model, vector, k
+        )
+        return found
+
     def scores_for(self, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]:
         scores: dict[int, float] = self.store.vector_scores(self.actor, self.model, vector, labels)
         return scores

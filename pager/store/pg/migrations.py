@@ -223,6 +223,36 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        6,
+        "the crystallized tier and spores (prospective memory)",
+        """
+        CREATE TABLE crystals (
+            actor text NOT NULL,
+            id text NOT NULL,
+            key text NOT NULL,
+            name text NOT NULL,
+            body text NOT NULL,
+            evidence text NOT NULL,
+            source text NOT NULL,
+            created_at timestamptz NOT NULL,
+            PRIMARY KEY (actor, id),
+            UNIQUE (actor, key)
+        );
+        CREATE TABLE spores (
+            actor text NOT NULL,
+            id text NOT NULL,
+            text text NOT NULL,
+            cue text,
+            due_at timestamptz,
+            status text NOT NULL,
+            created_at timestamptz NOT NULL,
+            done_at timestamptz,
+            PRIMARY KEY (actor, id)
+        );
+        CREATE INDEX spores_open ON spores (actor, status);
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

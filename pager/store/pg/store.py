@@ -33,6 +33,7 @@ from mempager.store.pg.listeners import ChangeListener, PgListeners
 from mempager.store.pg.models import PgModels
 from mempager.store.pg.options import PgOptions, describe, resolve
 from mempager.store.pg.reads import PgReads
+from mempager.store.pg.tiers import PgTiers
 from mempager.store.pg.vectors import PgVectors
 from mempager.store.pg.writes import PgWrites
 from mempager.types import (
@@ -72,6 +73,7 @@ class PostgresStore:
         self._queue = PgEmbedQueue(self._db, self._models, self.claimer, options.claim_seconds)
         self._vectors = PgVectors(self._db, self._models, self._listeners)
         self.consolidation = PgConsolidation(self._db, self._listeners)  # session wraps (store/pg/consolidation.py)
+        self.tiers = PgTiers(self._db, self._listeners)  # crystals and spores (store/pg/tiers.py)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._location!r})"
@@ -348,6 +350,12 @@ class PostgresStore:
     def search_vectors(self, actor: str, model: str, vector: FloatMatrix, k: int) -> list[tuple[int, float]]:
         """The actor's k nearest memories by cosine (best first; ties by label)."""
         return self._vectors.search_vectors(actor, model, vector, k)
+
+    def search_with_queue(
+        self, actor: str, model: str, vector: FloatMatrix, k: int
+    ) -> tuple[list[tuple[int, float]], list[int]]:
+        """``search_vectors`` and ``queued_labels`` read in one statement (one snapshot, one round trip)."""
+        return self._vectors.search_with_queue(actor, model, vector, k)
 
     def vector_scores(self, actor: str, model: str, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]:
         """Cosine of ``vector`` with each labelled vector the actor has (labels without one are left out)."""

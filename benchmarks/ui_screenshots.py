@@ -24,18 +24,8 @@ import mempager
 from mempager import PagerConfig, PatternSpec
 from mempager.consolidation.report import Episode
 from mempager.ui import Pagers, UiSettings, create_app
-from mempager.ui.serving import UiServer
+from mempager.ui.serving import CHROMIUM, CHROMIUM_ARGS, UiServer
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 OUT = Path(__file__).resolve().parent / "results" / "ui"
 NOW = datetime.now(timezone.utc)
 
@@ -189,7 +179,7 @@ def main() -> None:
             server = UiServer(create_app(Pagers(p), UiSettings(token=token))).start()
             try:
                 with sync_playwright() as pw:
-                    browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+                    browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(CHROMIUM_ARGS))
                     page = browser.new_page(viewport={"width": 1360, "height": 900}, device_scale_factor=1)
                     page.goto(f"{server.url}/login?token={token}")
                     for name, path, _ in screens(p):

@@ -22,7 +22,7 @@ import duckdb
 
 from mempager.errors import InvalidInput, StoreError
 from mempager.protocols import Store
-from mempager.store.base import translate
+from mempager.store.base import fsync_path, translate
 from mempager.store.duckdb import DuckDBStore
 
 _ALIAS = "mempager_backup"
@@ -55,9 +55,9 @@ def backup_store(store: Store, dest: str | Path) -> Path:
         leftover.unlink(missing_ok=True)
     try:
         _copy(store, partial)
-        _fsync(partial)
+        fsync_path(partial)
         os.replace(partial, target)
-        _fsync(target.parent)
+        fsync_path(target.parent)
     except OSError as exc:
         raise translate(exc, str(target)) from exc
     finally:
@@ -79,11 +79,3 @@ def _copy(store: DuckDBStore, partial: Path) -> None:
                 con.execute(f"DETACH {_ALIAS}")
         except duckdb.Error as exc:
             raise translate(exc, str(partial)) from exc
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -105,15 +105,8 @@ def translate(exc: Exception, location: str) -> StoreError:
     return StoreError(f"store {location} failed: {text}")
 
 
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: str) -> None:
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """fsync a file, or a directory (so a name created or moved in it is durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -253,7 +246,7 @@ class DuckDb:
                         con.execute("DETACH mempager_compact")
                 except duckdb.Error as exc:
                     raise translate(exc, self._path) from exc
-            _fsync_file(target)
+            fsync_path(target)
             with self._gate.exclusive():
                 self._swap_in(target)
 
@@ -263,7 +256,7 @@ class DuckDb:
         os.replace(target, self._path)
         if os.path.exists(self._path + ".wal"):
             os.remove(self._path + ".wal")
-        _fsync_dir(os.path.dirname(os.path.abspath(self._path)))
+        fsync_path(os.path.dirname(os.path.abspath(self._path)))
         try:
             self._db = duckdb.connect(self._path, read_only=self._read_only, config=self._config)
         except duckdb.Error as exc:

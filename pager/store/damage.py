@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from mempager.errors import NotAStore, StoreDamaged, StoreError, WalReplayFailed
+from mempager.store.base import fsync_path
 
 log = logging.getLogger("mempager.store")
 
@@ -231,14 +232,6 @@ def scan_wal(path: Path) -> WalScan | None:
     return WalScan(len(data), committed[0], committed[1], problem)
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def set_aside_wal(wal: Path, scan: WalScan) -> Path:
     """Copy the WAL to ``<wal>.damaged-<time>`` and cut it to its intact part; returns the copy's path.
 
@@ -249,11 +242,11 @@ def set_aside_wal(wal: Path, scan: WalScan) -> Path:
         os.replace(wal, target)
     else:
         shutil.copyfile(wal, target)
-        _fsync(target)
+        fsync_path(target)
         with open(wal, "r+b") as fh:
             fh.truncate(scan.intact_to)
             os.fsync(fh.fileno())
-    _fsync(wal.parent)  # the new name (and a move) live in the directory
+    fsync_path(wal.parent)  # the new name (and a move) live in the directory
     return target
 
 

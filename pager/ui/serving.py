@@ -17,6 +17,20 @@ from mempager.errors import ConfigError
 
 HOST = "127.0.0.1"  # never a public interface: the store holds the agent's whole memory
 
+# How the browser tests and the screenshot script run Debian's chromium headless (Playwright's own
+# browser download cannot run here): no sandbox (containers), and no background traffic, which on
+# a machine without network floods the log with refused connections.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
 
 def bind(port: int, host: str = HOST) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -17,20 +17,10 @@ import pytest
 
 import mempager
 from mempager import PagerConfig, PatternSpec
+from mempager.ui import serving
 
 TOKEN = "ui-test-token-" + "k" * 32
-CHROMIUM = Path("/usr/bin/chromium")
-# what tests/ui pass to chromium: no sandbox (containers), and no background traffic, which on a
-# machine without network floods the log with refused connections
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+CHROMIUM = Path(serving.CHROMIUM)
 # Each payload, if it ever ran, would set window.__xss (a dialog would also be caught).
 XSS = {
     "script": '<script>window.__xss = "script"; alert(1)</script>',
@@ -96,7 +86,7 @@ def browser() -> Iterator[Any]:
 
     with sync_playwright() as pw:
         # Playwright gives every launch a fresh, empty profile directory (--user-data-dir)
-        launched = pw.chromium.launch(executable_path=str(executable), headless=True, args=CHROMIUM_ARGS)
+        launched = pw.chromium.launch(executable_path=str(executable), headless=True, args=list(serving.CHROMIUM_ARGS))
         try:
             yield launched
         finally:

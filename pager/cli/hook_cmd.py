@@ -33,6 +33,7 @@ from mempager.errors import InvalidInput, PagerError
 from mempager.paging.continuity import render_continuity
 from mempager.tokens import estimate_tokens, truncate_tokens
 from mempager.types import Source
+from mempager.validate import check_text
 from mempager.writing.writeback import OUTCOMES
 
 COMMAND = "hook"
@@ -40,6 +41,7 @@ EVENTS = {"session-start": "SessionStart", "user-prompt-submit": "UserPromptSubm
 HOOK_TAG = "claude-code"
 EXIT_HOOK_ERROR = 1  # a non-blocking hook error in Claude Code (2 would block the prompt)
 MAX_INPUT_BYTES = 10_000_000
+SESSION_ID_BYTES = 200  # the bound prepare_wrap checks a session id against (consolidation/wrap.py)
 MAX_TURN_TOKENS = 1000  # a pasted log must not crowd every later page (as TurnMemory caps a turn)
 
 
@@ -108,8 +110,12 @@ def _context(event_name: str, text: str) -> dict[str, Any]:
 
 
 def _session_meta(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The session id, checked here as ``prepare_wrap`` checks it: before anything is written, so a
+    refused id cannot leave the turn's outcome stored behind the refusal (found by the fuzzer)."""
     session = _optional_text(event, "session_id")
-    return {"claude_session": session} if session else {}
+    if session is None or session == "":
+        return {}
+    return {"claude_session": check_text(session, SESSION_ID_BYTES, "the hook input's 'session_id'")}
 
 
 def _session_start(p: Any, event: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:

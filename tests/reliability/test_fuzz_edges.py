@@ -213,6 +213,8 @@ hook_inputs = (
 @example(raw=b'{"prompt": "\\ud800"}', name="user-prompt-submit")
 @example(raw=b'{"hook_event_name": "Stop", "stop_hook_active": "yes"}', name="stop")
 @example(raw=b"[1, 2]", name="session-start")
+# found by this test: the outcome was stored before prepare_wrap refused the blank session id
+@example(raw=b'{"last_assistant_message": "0", "session_id": " "}', name="stop")
 @given(raw=hook_inputs, name=st.sampled_from(sorted(hook_cmd.EVENTS)))
 def test_hook_json_on_stdin(pager: mempager.Pager, prints: Fingerprints, raw: bytes, name: str) -> None:
     args = argparse.Namespace(event=name, goal=None, outcome="unknown", actor="neo", json=False)

@@ -350,7 +350,7 @@ class Pager:
         """Built on first use: export, import and backup are rare, and their module is not light."""
         from mempager.maintenance.transfer import Transfer
 
-        return Transfer(self.store, self.actor, build=self._build, semantic=self.semantic)
+        return Transfer(self.store, self.actor, build=self._build, semantic=self.semantic, clock=self._clock)
 
     def export(self, target: Target, *, vectors: bool = False) -> int:
         """This actor's memories as ``mempager.export.v1`` JSON lines (a path or a stream); the count."""

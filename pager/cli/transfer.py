@@ -92,6 +92,8 @@ def _import(pager: Any, args: argparse.Namespace, as_json: bool) -> int:
         f"imported {report.added} memories ({report.skipped} already there, skipped), "
         f"{report.vectors} vectors stored, from {report.read} lines"
     )
+    if report.crystals or report.spores or report.tiers_skipped:
+        summary += f"; {report.crystals} crystals and {report.spores} spores ({report.tiers_skipped} already there)"
     if pending:  # this command embeds nothing: say what will
         summary += f"; {pending} memories wait for {pager.semantic.model}: `mempager reembed` embeds them now"
     _say({**asdict(report), "pending_embeddings": pending}, summary, as_json)

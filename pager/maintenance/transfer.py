@@ -22,6 +22,12 @@ every write and offer no way to set them). Not exported: the review queue, page 
 the audit trail (the audit trail of the target records the import itself). An import restores
 memories as they were: it does not pass them through the encoding gate (copilot review) again.
 
+Crystals and spores (``transfer_tiers``) go with the memories, after them: each keeps its id,
+times, status and completion time, and a crystal's evidence follows its memories to their new
+uris. They are written in one transaction after the memories, for the actor each belongs to (as
+memories are), skipping what the actor holds already (a crystal of the same id or pattern, a
+spore of the same id), audited as ``import``.
+
 A write that fails half way (the disk, the server) leaves the batches before it stored; running
 the same import again completes it, as everything already there is skipped.
 """
@@ -32,11 +38,13 @@ import io
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
+from mempager.clock import utc_now
 from mempager.errors import EmbedderError, InvalidInput
 from mempager.maintenance.backup import backup_store
 from mempager.maintenance.transfer_format import (
@@ -50,7 +58,9 @@ from mempager.maintenance.transfer_format import (
     possible_keys,
     remap,
 )
+from mempager.maintenance.transfer_tiers import TierReader, crystal_record, import_tiers, spore_record
 from mempager.protocols import SemanticLaneLike, Store
+from mempager.store.tier_types import tiers_of
 from mempager.types import FloatMatrix, Memory, NewMemory
 from mempager.writing.build import MemoryBuilder
 
@@ -66,23 +76,36 @@ class ImportReport:
     skipped: int  # already in the store (or repeated in the file): nothing written for them
     vectors: int  # vectors stored, every model counted
     restored: int  # memories given back access counts, supersession, expiry or references after the write
+    crystals: int = 0  # crystals written (transfer_tiers)
+    spores: int = 0  # spores written
+    tiers_skipped: int = 0  # crystals and spores already there (or repeated in the file)
+    evidence_dropped: int = 0  # crystal evidence whose memory is nowhere in this store
 
 
 class Transfer:
     def __init__(
-        self, store: Store, actor: str, *, build: MemoryBuilder, semantic: SemanticLaneLike, batch_size: int = 500
+        self,
+        store: Store,
+        actor: str,
+        *,
+        build: MemoryBuilder,
+        semantic: SemanticLaneLike,
+        batch_size: int = 500,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.store = store
         self.actor = actor
         self.build = build
         self.semantic = semantic  # the active model's lane: imported vectors of it are indexed at once
         self.batch_size = batch_size
+        self.clock = clock  # the created_at of a hand-written crystal or spore line without one
 
     # -- export ---------------------------------------------------------------------------------
     def export(self, target: Target, *, vectors: bool = False) -> int:
         """Write this actor's memories to ``target`` (a path, or an open text or binary stream) as
-        ``mempager.export.v1`` JSON lines, oldest first (``created_at``, then ``id``). With
-        ``vectors``, every stored vector of every model goes with its memory. Returns the count."""
+        ``mempager.export.v1`` JSON lines, oldest first (``created_at``, then ``id``), then its
+        crystals and spores. With ``vectors``, every stored vector of every model goes with its
+        memory. Returns the count of memories."""
         memories = sorted(self.store.query(self.actor, limit=_ALL, order="oldest"), key=lambda m: (m.created_at, m.id))
         per_label: dict[int, dict[str, FloatMatrix]] = {}
         models: dict[str, int] | None = None
@@ -94,9 +117,14 @@ class Transfer:
                     models[model] = int(matrix.shape[1])
                     for label, row in zip(labels.tolist(), matrix, strict=True):
                         per_label.setdefault(label, {})[model] = row
-        header = header_record(self.store.location, self.actor, len(memories), models)
+        tiers = tiers_of(self.store)
+        crystals, spores = tiers.crystals(self.actor), tiers.spores(self.actor)  # oldest first, every status
+        kinds = {"crystal": len(crystals), "spore": len(spores)}
+        header = header_record(self.store.location, self.actor, len(memories), models, kinds)
         lines = (dumps(memory_record(m, per_label.get(m.label, {}) if vectors else None)) for m in memories)
-        _write(target, [dumps(header)], lines)
+        uris = {m.id: m.uri for m in memories}
+        rest = [dumps(crystal_record(c, uris)) for c in crystals] + [dumps(spore_record(s)) for s in spores]
+        _write(target, [dumps(header)], lines, rest)
         return len(memories)
 
     # -- import ---------------------------------------------------------------------------------
@@ -104,9 +132,11 @@ class Transfer:
         self, source: Target, *, keep_actor: bool = False, progress: Progress | None = None
     ) -> ImportReport:
         """Write the memories of an export (a path, or an open stream) into this store; see the module."""
-        reader = LineReader(self.build, self.actor, keep_actor=keep_actor)
+        tier_reader = TierReader(self.actor, keep_actor, self.clock)
+        reader = LineReader(self.build, self.actor, keep_actor=keep_actor, kinds=tier_reader.handlers())
         lines = reader.read(_read_lines(source))
         self._check_dims(reader.dims, {line.item.actor for line in lines})
+        tiers = tiers_of(self.store)  # before any write: a store without them refuses the file whole
         fresh, resolved, repeats = self._plan(lines)
         old_uris = {line.old_uri for line in lines if line.old_uri}
         later = [line for line in fresh if _needs_restore(line, old_uris)]
@@ -130,7 +160,8 @@ class Transfer:
             done += len(batch)
             if progress is not None:
                 progress(done, total)
-        uris = self._uri_map(lines, written, resolved, repeats)
+        here = self._memory_map(lines, written, resolved, repeats)
+        uris = {old: memory.uri for old, memory in here.items()}
         restored = 0
         for line in later:
             memory = written[line.line]
@@ -141,7 +172,19 @@ class Transfer:
             done += 1
             if progress is not None:
                 progress(done, total)
-        return ImportReport(read=len(lines), added=added, skipped=skipped, vectors=stored, restored=restored)
+        # After the memories (and their restore pass): a crystal's evidence needs them where they are now.
+        t = import_tiers(self.store, tiers, tier_reader, here)
+        return ImportReport(
+            read=len(lines),
+            added=added,
+            skipped=skipped,
+            vectors=stored,
+            restored=restored,
+            crystals=t.crystals,
+            spores=t.spores,
+            tiers_skipped=t.skipped,
+            evidence_dropped=t.evidence_dropped,
+        )
 
     def _plan(
         self, lines: Sequence[ImportedLine]
@@ -249,15 +292,15 @@ class Transfer:
         return stored
 
     @staticmethod
-    def _uri_map(
+    def _memory_map(
         lines: Sequence[ImportedLine],
         written: Mapping[int, Memory],
         resolved: Mapping[int, tuple[ImportedLine, Memory]],
         repeats: Mapping[int, int],
-    ) -> dict[str, str]:
-        """Old uri (where the file came from) -> the uri of that memory in this store."""
-        here: dict[int, str] = {n: m.uri for n, m in written.items()}
-        here.update((n, m.uri) for n, (_, m) in resolved.items())
+    ) -> dict[str, Memory]:
+        """Old uri (where the file came from) -> that memory in this store."""
+        here: dict[int, Memory] = dict(written)
+        here.update((n, m) for n, (_, m) in resolved.items())
         here.update((n, here[first]) for n, first in repeats.items() if first in here)
         return {line.old_uri: here[line.line] for line in lines if line.old_uri and line.line in here}
 

@@ -17,6 +17,11 @@ of decimal floats). A reader also accepts ``"values": [0.1, ...]`` (plain floats
 Reading is strict: every line is checked before anything is written, and a bad line raises
 ``InvalidImportLine`` naming its line number. Only ``type`` and ``text`` are required, so a
 hand-written file of ``{"type": "fact", "text": "..."}`` lines imports too.
+
+After the memories come the actor's crystals and spores, lines with a ``"kind"`` (a memory line
+has none, or ``"memory"``), counted in the header as ``"crystals"`` and ``"spores"``; their
+format, and why the format keeps its name, is ``transfer_tiers``. ``LineReader`` hands such a
+line to the handler of its kind.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -43,6 +48,7 @@ VECTOR_ENCODING = "float32-le-base64"
 _BUILT = ("source", "scope", "confidence", "importance", "strength", "created_at", "tags", "metadata")
 _KEYS = frozenset(
     {
+        "kind",  # "memory" or absent; other kinds are not memory lines
         "id",
         "uri",
         "actor",
@@ -73,8 +79,11 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def header_record(store: str, actor: str, count: int, models: Mapping[str, int] | None) -> dict[str, Any]:
-    """The first line. ``models`` (model -> dim) is None when the file holds no vectors."""
+def header_record(
+    store: str, actor: str, count: int, models: Mapping[str, int] | None, kinds: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """The first line. ``models`` (model -> dim) is None when the file holds no vectors; ``kinds``
+    counts the lines of each other kind (``{"crystal": 2}`` is written ``"crystals": 2``)."""
     return {
         "format": FORMAT,
         "store": store,
@@ -82,6 +91,7 @@ def header_record(store: str, actor: str, count: int, models: Mapping[str, int] 
         "count": count,
         "vectors": None if models is None else VECTOR_ENCODING,
         "models": dict(sorted((models or {}).items())),
+        **{f"{kind}s": n for kind, n in sorted((kinds or {}).items())},
     }
 
 
@@ -174,13 +184,21 @@ def possible_keys(memory: Memory) -> set[str]:
     return keys
 
 
-class LineReader:
-    """Parses and validates the lines of an import into ``ImportedLine`` values, one actor's way."""
+Handler = Callable[[int, Mapping[str, Any]], None]  # validates (and keeps) a line of another kind
 
-    def __init__(self, build: MemoryBuilder, actor: str, *, keep_actor: bool) -> None:
+
+class LineReader:
+    """Parses and validates the lines of an import into ``ImportedLine`` values, one actor's way;
+    a line of another ``kind`` goes to that kind's handler (``kinds``), which raises when it is bad."""
+
+    def __init__(
+        self, build: MemoryBuilder, actor: str, *, keep_actor: bool, kinds: Mapping[str, Handler] | None = None
+    ) -> None:
         self.build = build
         self.actor = actor
         self.keep_actor = keep_actor
+        self.kinds = dict(kinds or {})
+        self.counts = dict.fromkeys(self.kinds, 0)  # kind -> its lines read
         self.dims: dict[str, tuple[int, int]] = {}  # model -> (dim, first line that had it)
 
     def read(self, lines: Iterable[str]) -> list[ImportedLine]:
@@ -196,19 +214,31 @@ class LineReader:
             if not isinstance(obj, dict):
                 raise InvalidImportLine(number, f"expected a JSON object, got {type(obj).__name__}")
             if "format" in obj:
-                if header is not None or out:
+                if header is not None or out or any(self.counts.values()):
                     raise InvalidImportLine(number, "a header line (with 'format') may only be the first line")
                 if obj["format"] != FORMAT:
                     raise InvalidImportLine(number, f"format {obj['format']!r} is not {FORMAT!r}")
                 header = (number, obj)
                 continue
+            kind = obj.get("kind", "memory")
+            if kind != "memory":
+                handler = self.kinds.get(kind) if isinstance(kind, str) else None
+                if handler is None:
+                    known = ", ".join(repr(k) for k in ["memory", *self.kinds])
+                    raise InvalidImportLine(number, f"unknown kind {kind!r}; a line's kind is one of {known}")
+                handler(number, obj)
+                self.counts[kind] += 1
+                continue
             out.append(self._line(number, obj))
         if header is not None:
-            count = header[1].get("count")
-            if count is not None and count != len(out):
-                raise InvalidImportLine(
-                    header[0], f"the header counts {count!r} memories but the file holds {len(out)} (truncated?)"
-                )
+            found = {"count": ("memories", len(out))}
+            found.update((f"{kind}s", (f"{kind}s", n)) for kind, n in self.counts.items())
+            for name, (what, n) in found.items():
+                count = header[1].get(name)
+                if count is not None and count != n:
+                    raise InvalidImportLine(
+                        header[0], f"the header counts {count!r} {what} but the file holds {n} (truncated?)"
+                    )
         return out
 
     def _line(self, number: int, obj: Mapping[str, Any]) -> ImportedLine:

@@ -23,6 +23,7 @@ from mempager.errors import StoreError
 CRYSTAL_COLUMNS = "actor, id, key, name, body, evidence, source, created_at"
 SPORE_COLUMNS = "actor, id, text, cue, due_at, status, created_at, done_at"
 SPORE_STATUSES = ("open", "done")
+CRYSTAL_SOURCES = ("consolidation", "user")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,12 @@ class TierStore(Protocol):
 
     def delete_spores(self, actor: str, ids: Sequence[str] | None, op: str = "forget") -> list[Spore]:
         """Delete these spores (every one of the actor's when ``ids`` is None), audited as ``op``."""
+        ...
+
+    def import_tiers(self, crystals: Sequence[Crystal], spores: Sequence[Spore]) -> tuple[list[Crystal], list[Spore]]:
+        """Insert crystals and spores as they are (ids, times, status, completion) in one transaction,
+        each audited as ``import``; one the actor holds already (a crystal of the same id or pattern
+        key, a spore of the same id), or inserted earlier in the call, is left out. The inserted."""
         ...
 
 

@@ -114,6 +114,53 @@ class DuckTiers:
                 self.db.audit(con, [(actor, op, s.uri, content_hash(f"{s.text}\n{s.cue or ''}")) for s in gone])
         return gone
 
+    # -- import ---------------------------------------------------------------------------------
+    def import_tiers(self, crystals: Sequence[Crystal], spores: Sequence[Spore]) -> tuple[list[Crystal], list[Spore]]:
+        added_c: list[Crystal] = []
+        added_s: list[Spore] = []
+        with self.db.tx() as con:  # the write lock: nothing can insert between a check and its insert
+            for c in crystals:
+                if con.execute(
+                    "SELECT 1 FROM crystals WHERE actor = ? AND (id = ? OR key = ?)", [c.actor, c.id, c.key]
+                ).fetchall():
+                    continue
+                con.execute(
+                    "INSERT INTO crystals VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        c.actor,
+                        c.id,
+                        c.key,
+                        c.name,
+                        c.body,
+                        evidence_json(c.evidence),
+                        c.source,
+                        naive_utc(c.created_at),
+                    ],
+                )
+                added_c.append(c)
+            for s in spores:
+                if con.execute("SELECT 1 FROM spores WHERE actor = ? AND id = ?", [s.actor, s.id]).fetchall():
+                    continue
+                con.execute(
+                    "INSERT INTO spores VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        s.actor,
+                        s.id,
+                        s.text,
+                        s.cue,
+                        _naive(s.due_at),
+                        s.status,
+                        naive_utc(s.created_at),
+                        _naive(s.done_at),
+                    ],
+                )
+                added_s.append(s)
+            rows = [(c.actor, "import", c.uri, content_hash(f"{c.name}\n{c.body}")) for c in added_c]
+            rows += [(s.actor, "import", s.uri, content_hash(f"{s.text}\n{s.cue or ''}")) for s in added_s]
+            if rows:
+                self.db.audit(con, rows)
+        return added_c, added_s
+
 
 def _one(con: Any, actor: str, spore_id: str) -> Spore:
     row = con.execute(f"SELECT {SPORE_COLUMNS} FROM spores WHERE actor = ? AND id = ?", [actor, spore_id]).fetchone()

@@ -15,6 +15,7 @@ import pytest
 import mempager
 from mempager import InvalidInput, PagerConfig, PatternSpec
 from mempager.maintenance.transfer_format import FORMAT, InvalidImportLine
+from mempager.store.tier_types import Crystal, Evidence, tiers_of
 
 HASH = PagerConfig(embedder="hash")
 QUIET = PagerConfig(embedder="hash", embed_workers=0)  # embeds nothing: vectors can only come from the file
@@ -24,6 +25,7 @@ FIELDS = {
     "valid_until",
 }  # fmt: skip
 ACCESSED = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+GROWN = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)  # when populate_tiers' crystal formed
 
 
 def populate(p: Any) -> dict[str, str]:
@@ -107,6 +109,8 @@ def test_export_writes_a_header_and_every_field_oldest_first(store_path: Path) -
         "count": len(memories),
         "vectors": None,
         "models": {},
+        "crystals": 0,
+        "spores": 0,
     }
     assert len(body) == len(memories) == 11
     assert all(set(r) == FIELDS for r in body)
@@ -345,3 +349,202 @@ def test_keep_actor_writes_each_line_for_its_own_actor(store_path: Path, tmp_pat
         assert [m.text for m in q.store.query("neo", limit=10)] == ["Neo's fact."]
         assert q.import_memories(tmp_path / "neo.jsonl").added == 1  # default: the opened actor
         assert [m.text for m in q.recall(limit=10)] == ["Neo's fact."]
+
+
+# -- crystals and spores (issue 21: the crystallized tier and spores go with the memories) ----------
+def populate_tiers(p: Any, uris: dict[str, str]) -> None:
+    """Two crystals (one citing two memories of ``populate``, one written by a human) and three
+    spores: open with a cue and a due time, open bare, and done."""
+    cited = [p.get(uris["key"]), p.get(uris["rule"])]
+    evidence = tuple(Evidence(m.id, m.label) for m in cited)
+    proven = Crystal(p.actor, "c0ffee000001", "deploy via vault", "Deploy via vault", "Read the key from vault.",
+                     evidence, "consolidation", GROWN)  # fmt: skip
+    tiers_of(p.store).add_crystal(proven)  # as an accepted proposal writes it (the review path: test_crystal.py)
+    p.tiers.crystals.add("Tag before pushing", "Tag the release, then push the tag.")
+    p.spore("Rotate the deploy key", cue="deploy key", due="2030-01-01T09:00:00Z")
+    p.spore("Write the retro")
+    done = p.spore("Ship PAY-1")
+    p.complete_spore(done.id)
+
+
+def tier_audit(p: Any) -> list[Any]:
+    return [e for e in p.audit() if e.uri.startswith(("crystal://", "spore://"))]
+
+
+def tier_lines(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records[1:] if "kind" in r]
+
+
+def evidence_texts(p: Any, crystal: Crystal) -> list[str]:
+    """What a crystal's evidence points at, in this store (by label: the graph's key, so it must be here)."""
+    by_label = p.store.get_many(p.actor, [e.label for e in crystal.evidence])
+    assert [by_label[e.label].id for e in crystal.evidence] == [e.id for e in crystal.evidence]
+    return [by_label[e.label].text for e in crystal.evidence]
+
+
+def test_crystals_and_spores_round_trip_with_evidence_and_completion(store_path: Path, tmp_path: Path) -> None:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
+        populate_tiers(p, populate(p))
+        before = export_lines(p)
+        crystals, spores = p.crystals(), p.spores("all")
+        cited = evidence_texts(p, crystals[0])
+        p.export(tmp_path / "neo.jsonl")
+    header, tiers = before[0], tier_lines(before)
+    assert (header["count"], header["crystals"], header["spores"]) == (11, 2, 3)
+    assert [r["kind"] for r in before[12:]] == ["crystal", "crystal", "spore", "spore", "spore"]  # after the memories
+    memory_uris = {r["id"]: r["uri"] for r in before[1:12]}
+    assert tiers[0]["evidence"] == [{"id": e.id, "uri": memory_uris[e.id]} for e in crystals[0].evidence]
+    # A reader from before these records knew only the memory fields and refused any other: it stops
+    # at the first crystal line (before writing anything) rather than taking it for a memory.
+    assert all("kind" in set(r) - (FIELDS | {"vectors"}) for r in tiers)
+    with mempager.open(tmp_path / "other.duckdb", actor="neo", config=QUIET) as q:
+        report = q.import_memories(tmp_path / "neo.jsonl")
+        assert (report.added, report.crystals, report.spores, report.tiers_skipped, report.evidence_dropped) == (
+            11, 2, 3, 0, 0,
+        )  # fmt: skip
+        got = q.crystals()
+        assert [(c.id, c.key, c.name, c.body, c.source, c.created_at) for c in got] == [
+            (c.id, c.key, c.name, c.body, c.source, c.created_at) for c in crystals
+        ]
+        assert got[0].created_at == GROWN and got[1].evidence == ()
+        new_ids = {m.id for m in q.recall(limit=100)}
+        assert {e.id for e in got[0].evidence} <= new_ids  # the new memories, not the source's ids
+        assert not {e.id for e in got[0].evidence} & set(memory_uris)
+        assert evidence_texts(q, got[0]) == cited
+        assert q.spores("all") == spores  # ids, cue, due, status, created and completion times as they were
+        done = q.spores("done")
+        assert [s.text for s in done] == ["Ship PAY-1"] and done[0].done_at is not None
+        assert [s.text for s in q.spores()] == ["Rotate the deploy key", "Write the retro"]
+        assert [(e.op, e.uri) for e in tier_audit(q)] == [("import", c.uri) for c in crystals] + [
+            ("import", s.uri) for s in spores
+        ]
+        assert q.verify_audit().ok
+        hits = q.crystal_recall("what does the deploy key rule say about vault?")
+        assert hits and hits[0].crystal.id == "c0ffee000001"  # the tier works in the new store
+        after = export_lines(q)
+    strip = [{k: v for k, v in r.items() if k != "evidence"} for r in tier_lines(after)]
+    assert strip == [{k: v for k, v in r.items() if k != "evidence"} for r in tiers]
+
+
+def test_crystals_and_spores_import_twice_add_nothing(store_path: Path, tmp_path: Path) -> None:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
+        populate_tiers(p, populate(p))
+        p.export(tmp_path / "neo.jsonl")
+    with mempager.open(tmp_path / "other.duckdb", actor="neo", config=QUIET) as q:
+        assert q.import_memories(tmp_path / "neo.jsonl").crystals == 2
+        once, audit = export_lines(q), len(tier_audit(q)) + len(memory_audit(q))
+        again = q.import_memories(tmp_path / "neo.jsonl")
+        assert (again.added, again.crystals, again.spores, again.tiers_skipped) == (0, 0, 0, 5)
+        assert export_lines(q) == once and len(tier_audit(q)) + len(memory_audit(q)) == audit
+    with mempager.open(store_path, actor="neo", config=HASH) as p:  # into the store it came from
+        before = export_lines(p)
+        report = p.import_memories(tmp_path / "neo.jsonl")
+        assert (report.crystals, report.spores, report.tiers_skipped) == (0, 0, 5)
+        assert export_lines(p) == before
+
+
+def test_a_file_without_crystals_or_spores_still_imports(store_path: Path, tmp_path: Path) -> None:
+    """A file written before crystals and spores were exported: no kind lines, no header counts."""
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
+        populate_tiers(p, populate(p))
+        records = export_lines(p)
+    header = {k: v for k, v in records[0].items() if k not in ("crystals", "spores")}
+    old = [header, *(r for r in records[1:] if "kind" not in r)]
+    (tmp_path / "old.jsonl").write_text("\n".join(json.dumps(r) for r in old) + "\n")
+    with mempager.open(tmp_path / "other.duckdb", actor="neo", config=QUIET) as q:
+        report = q.import_memories(tmp_path / "old.jsonl")
+        assert (report.added, report.crystals, report.spores) == (11, 0, 0)
+        assert q.crystals() == [] and q.spores("all") == []
+
+
+def test_evidence_follows_the_actor_and_a_missing_memory_is_dropped(store_path: Path, tmp_path: Path) -> None:
+    with mempager.open(store_path, actor="neo", config=QUIET) as p:
+        kept = p.get(p.remember_fact("The vault is at vault.internal."))
+        gone = p.get(p.remember_fact("A fact forgotten before the export."))
+        evidence = (Evidence(kept.id, kept.label), Evidence(gone.id, gone.label))
+        tiers_of(p.store).add_crystal(Crystal("neo", "c1", "vault first", "Vault first", "b", evidence, "user", GROWN))
+        p.spore("Renew the vault token")
+        p.forget(gone.uri)
+        p.export(tmp_path / "neo.jsonl")
+    assert tier_lines(export_lines_of(tmp_path / "neo.jsonl"))[0]["evidence"][1] == {"id": gone.id, "uri": None}
+    with mempager.open(tmp_path / "other.duckdb", actor="admin", config=QUIET) as q:
+        kept_actor = q.import_memories(tmp_path / "neo.jsonl", keep_actor=True)
+        assert (kept_actor.crystals, kept_actor.spores, kept_actor.evidence_dropped) == (1, 1, 1)
+        assert q.crystals() == [] and q.spores() == []  # neo's, never admin's
+        (neo,) = tiers_of(q.store).crystals("neo")
+        assert [q.store.get("neo", e.id).text for e in neo.evidence] == ["The vault is at vault.internal."]
+        assert [s.text for s in tiers_of(q.store).spores("neo")] == ["Renew the vault token"]
+        mine = q.import_memories(tmp_path / "neo.jsonl")  # default: the opened actor, its own memories cited
+        assert (mine.crystals, mine.spores) == (1, 1)
+        (crystal,) = q.crystals()
+        assert crystal.actor == "admin" and evidence_texts(q, crystal) == ["The vault is at vault.internal."]
+        assert crystal.evidence[0].id != neo.evidence[0].id
+
+
+def export_lines_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().split("\n") if line]
+
+
+BAD_TIERS = [
+    ('{"kind": "crystal"}', "a crystal needs at least 'name'"),
+    ('{"kind": "crystal", "name": "x", "colour": "red"}', "unknown fields ['colour'] of a crystal"),
+    ('{"kind": "crystal", "name": "x", "key": "y"}', "is not the pattern key of the name"),
+    ('{"kind": "crystal", "name": "x", "source": "llm"}', "source is one of consolidation, user"),
+    ('{"kind": "crystal", "name": "x", "evidence": "m1"}', "evidence must be a list"),
+    ('{"kind": "crystal", "name": "x", "evidence": [{"id": "m1"}]}', "each evidence entry is"),
+    ('{"kind": "crystal", "name": "x", "evidence": [{"uri": "m1"}]}', "is not a memory uri"),
+    ('{"kind": "crystal", "name": "x", "id": "a/b"}', "is not 1-64 letters"),
+    ('{"kind": "crystal", "name": "x", "created_at": "someday"}', "not a time"),
+    ('{"kind": "crystal", "name": "   "}', "empty"),
+    ('{"kind": "spore"}', "a spore needs at least 'text'"),
+    ('{"kind": "spore", "text": "x", "status": "later"}', "status is one of open, done"),
+    ('{"kind": "spore", "text": "x", "status": "done"}', "a done spore needs its done_at"),
+    ('{"kind": "spore", "text": "x", "done_at": "2024-01-01T00:00:00Z"}', "a done spore needs its done_at"),
+    ('{"kind": "spore", "text": "x", "due_at": "someday"}', "not a time"),
+    ('{"kind": "spore", "text": "x", "actor": "../etc"}', "actor"),
+    ('{"kind": "spore", "text": "x", "uri": "mem://neo/fact/x"}', "a spore's uri starts with spore://"),
+    ('{"kind": "spore", "text": "x", "cue": 3}', "cue must be a str"),
+    ('{"kind": "mushroom", "text": "x"}', "unknown kind 'mushroom'"),
+]
+
+
+@pytest.mark.parametrize(("bad", "says"), BAD_TIERS)
+def test_a_bad_crystal_or_spore_line_refuses_the_whole_file(
+    store_path: Path, tmp_path: Path, bad: str, says: str
+) -> None:
+    good = [
+        json.dumps({"type": "fact", "text": "fine"}),
+        json.dumps(
+            {"kind": "crystal", "name": "Fine crystal", "evidence": [{"uri": "mem://neo/fact/00000000000000ff"}]}
+        ),
+        json.dumps({"kind": "spore", "text": "fine spore", "status": "done", "done_at": "2024-01-01T00:00:00Z"}),
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join([*good[:2], "", bad, good[2]]))
+    with mempager.open(store_path, actor="neo", config=QUIET) as p:
+        with pytest.raises(InvalidImportLine) as caught:
+            p.import_memories(path)
+        assert caught.value.line == 4 and str(caught.value).startswith("line 4: ") and says in str(caught.value)
+        assert str(caught.value).endswith("nothing was imported")
+        assert p.recall(limit=10) == [] and p.crystals() == [] and p.spores("all") == []
+        assert memory_audit(p) == [] and tier_audit(p) == []
+        path.write_text("\n".join(good))  # the same lines without the bad one: all of them go in
+        report = p.import_memories(path)
+        assert (report.added, report.crystals, report.spores, report.evidence_dropped) == (1, 1, 1, 1)
+        again = p.import_memories(path)  # lines without ids get ids from their content: still idempotent
+        assert (again.crystals, again.spores, again.tiers_skipped) == (0, 0, 2) and len(p.spores("all")) == 1
+
+
+def test_a_file_cut_in_its_crystals_or_spores_is_refused(store_path: Path, tmp_path: Path) -> None:
+    with mempager.open(store_path, actor="neo", config=HASH) as p:
+        populate_tiers(p, populate(p))
+        p.export(tmp_path / "neo.jsonl")
+    whole = (tmp_path / "neo.jsonl").read_text().rstrip("\n").split("\n")
+    (tmp_path / "cut.jsonl").write_text("\n".join(whole[:-1]))  # the last spore lost
+    (tmp_path / "late.jsonl").write_text("\n".join([whole[-1], *whole]))  # a header after a spore line
+    with mempager.open(tmp_path / "other.duckdb", actor="neo", config=QUIET) as q:
+        with pytest.raises(InvalidImportLine, match=r"^line 1: the header counts 3 spores but the file holds 2"):
+            q.import_memories(tmp_path / "cut.jsonl")
+        with pytest.raises(InvalidImportLine, match="^line 2: a header line"):
+            q.import_memories(tmp_path / "late.jsonl")
+        assert q.recall(limit=10) == [] and q.crystals() == [] and q.spores("all") == []

@@ -54,6 +54,10 @@ def test_export_import_backup_through_the_command_line(tmp_path: Path) -> None:
         "skipped": 0,
         "vectors": 2,
         "pending_embeddings": 0,
+        "crystals": 0,
+        "spores": 0,
+        "tiers_skipped": 0,
+        "evidence_dropped": 0,
     }
     assert "import: 100%" in imported.stderr  # the progress bar
     again = run(tmp_path, "import", "-", "--json", store="copy.duckdb", stdin=exported.stdout)  # stdin

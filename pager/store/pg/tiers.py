@@ -143,3 +143,30 @@ class PgTiers:
         gone, entries = self._db.write(body)
         self._listeners.publish(entries)
         return gone
+
+    # -- import ---------------------------------------------------------------------------------
+    def import_tiers(self, crystals: Sequence[Crystal], spores: Sequence[Spore]) -> tuple[list[Crystal], list[Spore]]:
+        def body(conn: Conn, audit: list[AuditRow]) -> tuple[list[Crystal], list[Spore]]:
+            added_c: list[Crystal] = []
+            added_s: list[Spore] = []
+            # No conflict target: the primary key (actor, id) and UNIQUE (actor, key) both leave a row
+            # out, whoever inserted the other one (another process importing the same file at once).
+            for c in crystals:
+                if conn.execute(
+                    "INSERT INTO crystals VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+                    [c.actor, c.id, c.key, c.name, c.body, evidence_json(c.evidence), c.source, c.created_at],
+                ).fetchall():
+                    added_c.append(c)
+                    audit.append((c.actor, "import", c.uri, content_hash(f"{c.name}\n{c.body}"), None))
+            for s in spores:
+                if conn.execute(
+                    "INSERT INTO spores VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+                    [s.actor, s.id, s.text, s.cue, s.due_at, s.status, s.created_at, s.done_at],
+                ).fetchall():
+                    added_s.append(s)
+                    audit.append((s.actor, "import", s.uri, content_hash(f"{s.text}\n{s.cue or ''}"), None))
+            return added_c, added_s
+
+        added, entries = self._db.write(body)
+        self._listeners.publish(entries)
+        return added

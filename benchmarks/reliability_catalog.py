@@ -198,6 +198,13 @@ convert labels in a `try`, refuse non-integral values with `InvalidInput`.""",
 HnswIndex(4).search(np.full(4, "seven"), 1)   # ValueError: could not convert string to float
 ```
 Fix: `index/hnsw.py` `_query`: wrap the conversion, refuse with `InvalidInput`.""",
+    "test_fuzz_edges.py::test_hook_json_on_stdin": """\
+**A refused Stop hook input still stored the turn's outcome.** `mempager hook stop` with
+`{"last_assistant_message": "0", "session_id": " "}` wrote the assistant's outcome, then
+`prepare_wrap` refused the blank session id: exit 1 with one error line, but the store had changed (a
+memory and an audit entry). Fixed in `cli/hook_cmd.py`: the session id is checked as `prepare_wrap`
+checks it before anything is written; the input is an explicit example of the test.
+""",
     "test_isolation.py::test_actors_whose_names_slug_alike_keep_their_own_saved_index": """\
 **Actors whose names differ only in characters the slug flattens share one index directory.** `slug()`
 maps `a:b`, `a_b`, `a@b` and `a+b` all to `a_b`, so their semantic and lexical indexes are saved to the same

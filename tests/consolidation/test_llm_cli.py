@@ -9,37 +9,20 @@ every command reports the skip and exits 0 with the store unchanged.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from mempager.llm.testing import ChatServer, Reply
+
+from ..cli_helpers import run_cli
 
 KEY = "sk-cli-secret-key-0000"
 
 
 def run(tmp_path: Path, *args: str, llm: ChatServer | None = None, stdin: str | None = None) -> str:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("MEMPAGER_")},
-        "MEMPAGER_STORE": str(tmp_path / "cli.duckdb"),
-        "MEMPAGER_EMBEDDER": "hash",
-        "MEMPAGER_LLM_TIMEOUT_SECONDS": "5",
-        "HF_HUB_OFFLINE": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    env = {"MEMPAGER_LLM_TIMEOUT_SECONDS": "5"}
     if llm is not None:
         env |= {"MEMPAGER_LLM_URL": llm.url, "MEMPAGER_LLM_MODEL": "scripted", "MEMPAGER_LLM_API_KEY": KEY}
-    proc = subprocess.run(
-        [sys.executable, "-m", "mempager", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        input=stdin,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_cli(tmp_path, *args, stdin=stdin, env=env)
     assert KEY not in proc.stdout + proc.stderr
     return proc.stdout
 

@@ -3,31 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from ..cli_helpers import run_cli
+
 
 
 def run(
     tmp_path: Path, *args: str, ok: bool = True, stdin: str | None = None, store: str = "cli.duckdb"
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMPAGER_")}
-    env.update(MEMPAGER_STORE=str(tmp_path / store), MEMPAGER_EMBEDDER="hash")
-    proc = subprocess.run(
-        [sys.executable, "-m", "mempager", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        input=stdin,
-    )
-    if ok:
-        assert proc.returncode == 0, proc.stderr
-    return proc
+    return run_cli(tmp_path, *args, ok=ok, stdin=stdin, store=store)
 
 
 def test_export_import_backup_through_the_command_line(tmp_path: Path) -> None:

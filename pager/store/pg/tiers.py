@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from mempager.errors import InvalidInput, MemoryNotFound
 from mempager.store.pg.db import AuditRow, Conn, Db
@@ -63,14 +64,8 @@ class PgTiers:
 
     def delete_crystals(self, actor: str, ids: Sequence[str] | None) -> list[Crystal]:
         def body(conn: Conn, audit: list[AuditRow]) -> list[Crystal]:
-            if ids is None:
-                rows = conn.execute(f"DELETE FROM crystals WHERE actor = %s RETURNING {CRYSTAL_COLUMNS}", [actor])
-            else:
-                rows = conn.execute(
-                    f"DELETE FROM crystals WHERE actor = %s AND id = ANY(%s) RETURNING {CRYSTAL_COLUMNS}",
-                    [actor, list(ids)],
-                )
-            gone = sorted((crystal_of(r) for r in rows.fetchall()), key=lambda c: c.id)
+            rows = _delete(conn, "crystals", CRYSTAL_COLUMNS, actor, ids)
+            gone = sorted((crystal_of(r) for r in rows), key=lambda c: c.id)
             audit.extend((actor, "forget", c.uri, content_hash(f"{c.name}\n{c.body}"), None) for c in gone)
             return gone
 
@@ -129,14 +124,8 @@ class PgTiers:
 
     def delete_spores(self, actor: str, ids: Sequence[str] | None, op: str = "forget") -> list[Spore]:
         def body(conn: Conn, audit: list[AuditRow]) -> list[Spore]:
-            if ids is None:
-                rows = conn.execute(f"DELETE FROM spores WHERE actor = %s RETURNING {SPORE_COLUMNS}", [actor])
-            else:
-                rows = conn.execute(
-                    f"DELETE FROM spores WHERE actor = %s AND id = ANY(%s) RETURNING {SPORE_COLUMNS}",
-                    [actor, list(ids)],
-                )
-            gone = sorted((spore_of(r) for r in rows.fetchall()), key=lambda s: s.id)
+            rows = _delete(conn, "spores", SPORE_COLUMNS, actor, ids)
+            gone = sorted((spore_of(r) for r in rows), key=lambda s: s.id)
             audit.extend((actor, op, s.uri, content_hash(f"{s.text}\n{s.cue or ''}"), None) for s in gone)
             return gone
 
@@ -170,3 +159,10 @@ class PgTiers:
         added, entries = self._db.write(body)
         self._listeners.publish(entries)
         return added
+
+
+def _delete(conn: Conn, table: str, columns: str, actor: str, ids: Sequence[str] | None) -> list[tuple[Any, ...]]:
+    """Delete the actor's rows of ``table`` (all of them, or those with ``ids``), returning them."""
+    where = "actor = %s" if ids is None else "actor = %s AND id = ANY(%s)"
+    params: list[Any] = [actor] if ids is None else [actor, list(ids)]
+    return conn.execute(f"DELETE FROM {table} WHERE {where} RETURNING {columns}", params).fetchall()

@@ -24,7 +24,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
+import shutil
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -431,6 +433,10 @@ class HnswIndex:
         loaded from an older save holds hnswlib's cosine-normalised copies, a few ulps off ours)."""
         with _hnswlib("save the graph"):
             state.graph.save_index(str(path))
+        if path.stat().st_size == 0:  # hnswlib does not check its writes: on a full disk it leaves 0 bytes
+            free = shutil.disk_usage(path.parent).free
+            code = errno.ENOSPC if free < 1 << 20 else errno.EIO
+            raise OSError(code, f"hnswlib wrote nothing to {path} ({free} bytes free on its disk)")
         _, blocks, live = state.snapshot()
         return hnsw_file.stamp(path, self._dim, blocks, live)
 

@@ -79,10 +79,12 @@ class ModelMigration:
         model = self.semantic.model
         if previous != model:
             self.store.set_meta(active_key(self.actor), model, actor=self.actor)
+        # Counted before the workers wake: a fast embedder could drain the queue first, and the
+        # caller must learn how much the switch set pending, not how much was left a moment later.
+        pending = self.store.pending_stats(self.actor, model).count
         if not self.workers.threads and self.worker_count:
             self.workers.start(self.worker_count)
         self.workers.notify()
-        pending = self.store.pending_stats(self.actor, model).count
         return {
             "active": model,
             "previous": previous,

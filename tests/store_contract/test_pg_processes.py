@@ -98,7 +98,7 @@ def test_a_reader_in_another_process_sees_each_write_when_it_returns(pg_url: str
 
 
 CLIENT = """
-import sys
+import sys, time
 from mempager.errors import StoreError
 from mempager.store.pg import open_pg_store
 from mempager.types import MemoryType, NewMemory
@@ -114,6 +114,7 @@ for i in range(120):
         except StoreError:
             retries += 1
     print("ack", result.memory.id, flush=True)
+    time.sleep(0.05)  # paced, so the restart after 30 acks lands mid-run even when the test is slow to act
 print("retries", retries, flush=True)
 store.close()
 """

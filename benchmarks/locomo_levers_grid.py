@@ -139,6 +139,11 @@ LEVERS: dict[str, tuple[str, list[Override]]] = {
         "min(max(share * N, 8), 512) memories hold; commoner terms score on own text, own df, own length",
         [{"lex_before": 2, "lex_after": 2, "lex_decay": 0.5, "lex_ctx_share": s} for s in (0.02, 0.05, 0.1, 0.2)],
     ),
+    "speaker lane": (
+        "a candidate whose speaker prefix (\"Caroline: ...\") the question names scores w more, an absolute "
+        "amount (a lane of weight w scoring 1; index/speakers.py); it adds no candidate",
+        [{"speaker": w} for w in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)],
+    ),
 }
 
 # The product's defaults after issue 19, each tuned constant's grid around them: which point
@@ -147,6 +152,7 @@ PRODUCT_TUNED: dict[str, list[Override]] = {
     "BM25 k1, b": [{"k1": k, "b": b} for k in (0.6, 0.9, 1.2) for b in (0.0, 0.25, 0.5)],
     "time lane weight": [{"time_abs": w} for w in (0.2, 0.3, 0.4, 0.5)],
     "context share": [{"lex_ctx_share": s} for s in (0.05, 0.1, 0.2)],
+    "speaker lane weight": [{"speaker": w} for w in (0.1, 0.2, 0.3, 0.4)],
 }
 
 
@@ -220,5 +226,11 @@ CHANGES: dict[str, str] = {
     "context keys for rare terms only": (
         "shipped: index/lexical_context.py spread_terms (SPREAD_SHARE, SPREAD_FLOOR, SPREAD_CAP): the common "
         "terms take the exact pruned own-text path, so a query spreads only the postings of rare terms."
+    ),
+    "speaker lane": (
+        "shipped: index/speakers.py, lane_weights['speaker'] in PagerConfig. Ingest: a regex match per memory and "
+        "one more term in the lexical index for a memory with a speaker prefix (TOKENIZER_VERSION bump: saved "
+        "lexical indexes rebuild once). Query: 1-3 word runs of the query looked up in the vocabulary, then a "
+        "binary search per candidate in the named speakers' postings; nothing when the query names no speaker."
     ),
 }

@@ -310,7 +310,7 @@ class LexicalIndex:
         with self._write_lock:
             for lo in range(0, len(items), _CHUNK):
                 chunk = items[lo : lo + _CHUNK]
-                raws = [self.tokenizer.raw_tokens(text) for _, text in chunk]
+                raws = [self.tokenizer.document_tokens(text) for _, text in chunk]
                 with self._lock:
                     state = self._state
                     state.remove(label for label, _ in chunk)
@@ -396,6 +396,29 @@ class LexicalIndex:
             if self.episodes is not None and len(self.episodes):
                 return context_scored(self._state, terms, k, wanted, self.episodes, self.k1, self.b)
             return top_scored(self._state, terms, k, wanted, self.k1, self.b)
+
+    def spoken_by(self, query: str, labels: Iterable[int]) -> list[int]:
+        """The documents among ``labels`` (an iterable read only when the query names a known speaker;
+        repeats count once) whose speaker (index.speakers) ``query`` names, in first-seen order."""
+        terms = self.tokenizer.named_speakers(query)
+        if not terms:
+            return []
+        with self._lock:
+            state = self._state
+            tids = [t for t in (state.ids.get(term) for term in terms) if t is not None and state.df[t] > 0]
+            if not tids:  # the common case, answered before ``labels`` is even read
+                return []
+            wanted = np.fromiter(dict.fromkeys(int(x) for x in labels), np.int64)
+            rows = state.label_row.rows_of(wanted)
+            known = rows >= 0
+            rows = np.where(known, rows, 0)
+            said = np.zeros(len(wanted), bool)
+            for t in tids:  # a term's postings are in row order: a binary search per candidate
+                post = state.post[t][0, : state.npost[t]]
+                at = np.minimum(np.searchsorted(post, rows), max(len(post) - 1, 0))
+                said |= post[at] == rows if len(post) else False
+            said &= known & state.alive[rows]
+            return [int(x) for x in wanted[said]]
 
     def match(self, query: str, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
         """Every document matching explicit-recall syntax, ranked by BM25 of its positive terms.

@@ -31,10 +31,13 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from mempager.index.speakers import SPEAKER_MARK, named_terms, speaker_of, speaker_term
+
 StemMode = Literal["none", "plural", "light", "snowball"]
 Int64s = npt.NDArray[np.int64]
 Int32s = npt.NDArray[np.int32]
-TOKENIZER_VERSION = 1
+# 2: a document's speaker prefix is one more term (index.speakers); older saved indexes are rebuilt
+TOKENIZER_VERSION = 2
 _CACHE_LIMIT = 200_000
 
 # A token may start with path/handle marks ("/etc", "~/.bashrc", "@neo", "#12", "$5"); connectors stay
@@ -194,6 +197,23 @@ class Tokenizer:
     def raw_tokens(self, text: str) -> list[str]:
         return RAW_TOKEN.findall(unicodedata.normalize("NFKC", text))
 
+    def document_tokens(self, text: str) -> list[str]:
+        """A document's raw tokens, then its speaker's term when it starts with one (index.speakers)."""
+        raws = self.raw_tokens(text)
+        term = self.speaker_term(text)
+        if term is not None:
+            raws.append(term)
+        return raws
+
+    def speaker_term(self, text: str) -> str | None:
+        """The index term of the speaker ``text`` starts with, or None."""
+        name = speaker_of(text)
+        return None if name is None else speaker_term(self.analyse(name)[0])
+
+    def named_speakers(self, query: str) -> list[str]:
+        """The speaker terms ``query`` could name (look them up in an index's vocabulary)."""
+        return named_terms(self.analyse(query)[0])
+
     def unit(self, raw: str, *, remember: bool = True) -> Unit:
         """The analysis of one raw token, memoised (the memo is bounded and cheap to rebuild) unless
         ``remember`` is false: an index's Vocabulary keeps its own memo of document tokens."""
@@ -229,6 +249,8 @@ class Tokenizer:
         return list(dict.fromkeys(t for unit in self.units(text) for t in unit.terms))
 
     def _analyse(self, raw: str) -> Unit:
+        if raw.startswith(SPEAKER_MARK):  # made by document_tokens, already analysed
+            return Unit.leaf(raw)
         if raw.startswith(".."):
             raw = _ELLIPSIS.sub("", raw)
         if raw.isdecimal():  # the same set as ``\d+`` (Unicode category Nd), tested before the regexes

@@ -69,10 +69,20 @@ class PagerConfig:
     # knowledge-update workload: benchmarks/results/longmemeval_updates.md).
     # "association": memories a wrap's patterns cited together with the best candidates (lanes.association;
     # benchmarks/results/locomo_associations.md).
+    # "speaker": candidates whose speaker prefix ("Caroline: ...") the query names (index.speakers);
+    # 0.2 chosen on each LoCoMo half alone (benchmarks/results/locomo_levers.md).
     fusion: str = "score"
     lane_weights: Mapping[str, float] = field(
         default_factory=lambda: _frozen(
-            {"semantic": 0.5, "lexical": 0.5, "salience": 0.2, "time": 0.4, "prior": 0.1, "association": 0.2}
+            {
+                "semantic": 0.5,
+                "lexical": 0.5,
+                "salience": 0.2,
+                "time": 0.4,
+                "prior": 0.1,
+                "association": 0.2,
+                "speaker": 0.2,
+            }
         )
     )
     # the best memories the semantic lane cannot see yet (not embedded) always get this many of

@@ -62,11 +62,20 @@ def sweep_variants(config: PagerConfig) -> list[Variant]:
     floor, sal = config.semantic_floor, config.lane_weights.get("salience", 0.0)
     time = config.lane_weights.get("time", 0.0)  # the time lane (dated questions) rides along in every row
     prior = config.lane_weights.get("prior", 0.0)  # and so does the salience prior
+    speaker = config.lane_weights.get("speaker", 0.0)  # and the speaker lane
     out = [
         Variant(
-            f"score: semantic {s} / lexical {1 - s:.1f} / salience {sal} / time {time} / prior {prior}",
-            {**BOTH, "salience": "salience", "time": "time", "prior": "prior"},
-            {"semantic": s, "lexical": round(1 - s, 2), "salience": sal, "time": time, "prior": prior},
+            f"score: semantic {s} / lexical {1 - s:.1f} / salience {sal} / time {time} / prior {prior}"
+            f" / speaker {speaker}",
+            {**BOTH, "salience": "salience", "time": "time", "prior": "prior", "speaker": "speaker"},
+            {
+                "semantic": s,
+                "lexical": round(1 - s, 2),
+                "salience": sal,
+                "time": time,
+                "prior": prior,
+                "speaker": speaker,
+            },
             semantic_floor=floor,
         )
         for s in SEMANTIC_SHARES
@@ -74,7 +83,7 @@ def sweep_variants(config: PagerConfig) -> list[Variant]:
     out.append(
         Variant(
             "without the salience prior: default weights, prior 0",
-            {**BOTH, "salience": "salience", "time": "time"},
+            {**BOTH, "salience": "salience", "time": "time", "speaker": "speaker"},
             {**config.lane_weights, "prior": 0.0},
             semantic_floor=floor,
         )
@@ -82,18 +91,26 @@ def sweep_variants(config: PagerConfig) -> list[Variant]:
     out.append(
         Variant(
             "without the time lane: default weights, time 0",
-            {**BOTH, "salience": "salience", "prior": "prior"},
+            {**BOTH, "salience": "salience", "prior": "prior", "speaker": "speaker"},
             {**config.lane_weights, "time": 0.0},
             semantic_floor=floor,
         )
     )
+    out.append(
+        Variant(
+            "without the speaker lane: default weights, speaker 0",
+            {**BOTH, "salience": "salience", "time": "time", "prior": "prior"},
+            {**config.lane_weights, "speaker": 0.0},
+            semantic_floor=floor,
+        )
+    )
     lexical = config.lane_weights.get("lexical", 0.0)
-    down = {"lexical": "lexical", "salience": "salience_all", "time": "time", "prior": "prior"}
+    down = {"lexical": "lexical", "salience": "salience_all", "time": "time", "prior": "prior", "speaker": "speaker"}
     out += [
         Variant(
             f"embedder down: lexical {lexical} / salience {w}",
             down,
-            {"lexical": lexical, "salience": w, "time": time, "prior": prior},
+            {"lexical": lexical, "salience": w, "time": time, "prior": prior, "speaker": speaker},
             semantic_floor=floor,
         )
         for w in SALIENCE_WEIGHTS
@@ -101,7 +118,7 @@ def sweep_variants(config: PagerConfig) -> list[Variant]:
     out += [
         Variant(
             f"salience_mode all: default weights, salience {w}",
-            {**BOTH, "salience": "salience_all", "time": "time", "prior": "prior"},
+            {**BOTH, "salience": "salience_all", "time": "time", "prior": "prior", "speaker": "speaker"},
             {**config.lane_weights, "salience": w},
             semantic_floor=floor,
         )
@@ -286,9 +303,10 @@ def _sweep(
         "",
         f"Rule: among the semantic/lexical splits that are at least as good as each lane alone in every "
         f"column, take the highest mean over the ten columns. It picks **{best}**; the default is "
-        f"{dict(weights)}. The time lane's weight, the lexical lane's context keys, stemmer and BM25 "
-        "constants were each chosen on one half of the conversations and reported on the other "
-        "(benchmarks/results/locomo_levers.md); the `without the time lane` row shows what the time lane adds.",
+        f"{dict(weights)}. The time and speaker lanes' weights, the lexical lane's context keys, stemmer and "
+        "BM25 constants were each chosen on one half of the conversations and reported on the other "
+        "(benchmarks/results/locomo_levers.md); the `without the time lane` and `without the speaker lane` rows "
+        "show what those lanes add.",
         "",
         "The salience weight cannot move the `score:` rows: with every memory embedded the default salience "
         "lane is empty. Where it acts it is measured too: `embedder down` (no vectors yet, so the salience "

@@ -95,7 +95,14 @@ def pager_variant(name: str, config: PagerConfig) -> Variant:
     salience = "salience" if config.salience_mode == "unindexed" else "salience_all"
     return Variant(
         name,
-        {"semantic": "semantic", "lexical": "lexical", "salience": salience, "time": "time", "prior": "prior"},
+        {
+            "semantic": "semantic",
+            "lexical": "lexical",
+            "salience": salience,
+            "time": "time",
+            "prior": "prior",
+            "speaker": "speaker",
+        },
         dict(config.lane_weights),
         config.fusion,
         config.rrf_k,

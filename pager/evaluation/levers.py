@@ -58,6 +58,7 @@ from mempager.evaluation.levers_fusion import (
     query_years,
     score_fusion,
     sessions_of,
+    speaker_hits,
     time_lane,
     time_lists,
 )
@@ -205,10 +206,13 @@ def evaluate(lanes: Lanes, knobs: Knobs, keep_found: bool = False, only: Sequenc
             got: list[frozenset[int]] = [frozenset()] * len(SETTINGS)
             evidence = set(q.evidence.tolist())
             orders = (lane_order(sem, False), lane_order(lex, True))
+            said = speaker_hits(conv, q.text, knobs.stem) if knobs.speaker else None
             for depth, which in by_depth.items():
                 f, cand = fuse_depth(sem, lex, knobs, depth, base, orders)
                 hits = time_lane(lists, conv.n, depth) if timed is not None else None
                 f, cand = expand(f, cand, conv, knobs, timed, hits)
+                if said is not None and said.any():
+                    f = f + knobs.speaker * (cand & said)
                 keep = np.flatnonzero(cand & (f > 0))
                 order = keep[np.lexsort((labels[keep], -f[keep]))]
                 for j in which:

@@ -234,6 +234,8 @@ class Knobs:
     time_abs: float = 0.0  # + this (a fused lane of weight time_abs scoring 1 inside the range)
     time_before: int = 0  # days of slack before the range
     time_after: int = 0  # ... and after it (an event is often told a few days later)
+    # the speaker lane (index.speakers): + this for a candidate whose speaker the query names
+    speaker: float = 0.0
 
     def changed(self) -> dict[str, Any]:
         """The knobs that differ from the baseline."""
@@ -285,6 +287,7 @@ def product_knobs() -> Knobs:
         floor=config.semantic_floor,
         time_abs=weights.get("time", 0.0),
         time_after=config.time_after_days if weights.get("time", 0.0) else 0,
+        speaker=weights.get("speaker", 0.0),
     )
 
 

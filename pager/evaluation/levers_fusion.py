@@ -6,6 +6,8 @@
 * the time lane (``lanes.when``): memories created inside the query's dates, up to ``depth`` per
   date range newest first, are candidates, and every candidate inside scores ``time_abs`` more
   (a lane of weight ``time_abs`` whose best score is 1), added after the content lanes;
+* the speaker lane (``index.speakers``): every candidate whose speaker the query names scores
+  ``speaker`` more (a lane of that weight whose score is 1);
 * expansion: session-, neighbour- and time-aware re-scoring (levers the product does not run);
 * packing: greedy in fused order, every snippet charged its rendered page line, what scores 0 cut.
 """
@@ -158,6 +160,23 @@ def expand(
             beaten[has] |= ranked[j[has]] > ranked[has]
         out = out - knobs.dup_penalty * scale * beaten
     return out, cand
+
+
+_SPEAKERS: dict[tuple[str, int, str], list[str | None]] = {}
+
+
+def speaker_hits(conv: Conv, query: str, stem: str) -> Bools:
+    """The memories whose speaker ``query`` names, as the product's lexical index finds them
+    (``LexicalIndex.spoken_by``: the same tokeniser and speaker terms)."""
+    from mempager.index.tokenize import Tokenizer, TokenizerConfig
+
+    tok = Tokenizer(TokenizerConfig(stem=stem))  # type: ignore[arg-type]
+    key = (conv.sample_id, conv.n, stem)
+    terms = _SPEAKERS.get(key)
+    if terms is None:
+        terms = _SPEAKERS[key] = [tok.speaker_term(text) for text in conv.texts]
+    named = set(tok.named_speakers(query))
+    return np.fromiter((t is not None and t in named for t in terms), bool, conv.n)
 
 
 def pack(order: Ints, conv: Conv, k: int, budget: int) -> list[int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +155,15 @@ class LexicalLane:
             index = self.index
         top, extra = index.search_scored(query, k, also)
         return list(top), dict(extra)
+
+    def spoken_by(self, query: str, labels: Iterable[int]) -> list[int]:
+        """The memories among ``labels`` whose speaker prefix ``query`` names (index.speakers)."""
+        with self.lock:
+            if self.dirty:
+                self.rebuild("a write could not be applied")
+            index = self.index
+        said: list[int] = index.spoken_by(query, labels)
+        return said
 
     def match(self, query: str) -> list[tuple[int, float]]:
         with self.lock:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -15,6 +14,7 @@ from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound, PagerError
 from mempager.fence import render_line
 from mempager.lanes.association import AssociationLane
+from mempager.lanes.candidates import Completions
 from mempager.lanes.filters import ANYTHING, DEPTH_FACTOR, Where, where_of
 from mempager.lanes.fusion import UNEMBEDDED, Cut, Fused, FusedOrder, Packer, Shown, fuse, fuse_order, is_current
 from mempager.lanes.lines import line
@@ -62,6 +62,7 @@ class Retriever:
         self._line_costs: dict[tuple[Any, ...], int] = {}
         self._floors: dict[Callable[[str], int], int] = {}  # token estimator -> the cheapest line's cost
         self._hydrate = hydrator(store, actor)
+        self._completions = Completions(store, semantic, actor, config)
 
     def retrieve(
         self, query: str, k: int | None = None, *, budget: int | None = None, where: Where = ANYTHING
@@ -110,32 +111,19 @@ class Retriever:
         also = semantic_labels + [label for label, _ in timed]
         lanes["lexical"], completions["lexical"] = self.lexical.search_scored(query, depth, also)
         params = params_from_config(self.config, self.clock())
-        only = sorted(unembedded) if unindexed else None
+        only = sorted(unembedded) if unindexed else None  # [] (nothing unembedded): no store call
         lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth, only)
-        if vector is not None:
-            seen = set(semantic_labels)
-            others = {
-                label
-                for name in ("lexical", "salience", "time")
-                for label, _ in lanes.get(name, ())
-                if label not in seen
-            }
-            completions["semantic"] = self.semantic.scores_for(vector, sorted(others))
-            completions[UNEMBEDDED] = dict.fromkeys(sorted(others & unembedded), 0.0)
-        prior = self.config.lane_weights.get("prior", 0.0)
-        if prior > 0:  # salience in steady state: a bounded prior among what matched the content
-            floor = self.config.semantic_floor  # a semantic hit at or below it scores 0: not a match
-            content = {label for label, score in lanes.get("semantic", ()) if score > floor}
-            content.update(label for name in ("lexical", "time") for label, _ in lanes.get(name, ()))
-            if content:
-                recency_and_importance = replace(params, w_access=0.0, w_strength=0.0)
-                lanes["prior"] = self.store.salience(
-                    self.actor, self.config.salience_types, recency_and_importance, len(content), sorted(content)
-                )
+        # the semantic scores of the other lanes' finds and the prior: one store call (lanes.candidates)
+        self._completions.fill(lanes, completions, vector, unembedded, params)
         if windows:  # the time lane scores every candidate created inside the query's dates
             in_time = {label for label, _ in timed}
             rest = {label for hits in lanes.values() for label, _ in hits if label not in in_time}
             completions["time"] = self.when.inside(windows, sorted(rest))
+        if self.config.lane_weights.get("speaker", 0.0) > 0:  # index.speakers: who said each candidate
+            candidates = (label for hits in lanes.values() for label, _ in hits)  # read only if a speaker is named
+            said = self.lexical.spoken_by(query, candidates)
+            if said:
+                lanes["speaker"] = [(label, 1.0) for label in sorted(said)]
         if self.config.lane_weights.get("association", 0.0) > 0:
             self._associate(lanes, completions, vector, unembedded, depth)
         return lanes, completions

@@ -6,7 +6,8 @@ fusing them. A ``Row`` carries only what packing reads, and makes its datetimes 
 exactly as the mirror makes a ``Memory``'s (``datetime.fromtimestamp(seconds, tz=UTC)`` of the
 same float), so a page is the same whichever of the two it was packed from.
 
-Stores without a mirror (PostgreSQL) are read through ``get_many`` as before.
+A store without a mirror that reads those fields alone (PostgreSQL's ``shown_rows``) is read
+through that; any other store through ``get_many``.
 """
 
 from __future__ import annotations
@@ -66,9 +67,17 @@ class Mirrored(Protocol):
     def table(self, actor: str) -> RowSource: ...
 
 
+@runtime_checkable
+class ReadsShown(Protocol):
+    """A store that reads only what packing needs of its memories (``PostgresStore.shown_rows``)."""
+
+    def shown_rows(self, actor: str, labels: Sequence[int]) -> Mapping[int, Shown]: ...
+
+
 def hydrator(store: Store, actor: str) -> Callable[[Sequence[int]], Mapping[int, Shown]]:
     """``labels -> {label: what packing reads}`` for ``actor``: mirror rows when the store has a
-    mirror, whole memories otherwise. Labels not in the store are left out."""
+    mirror, its packing rows when it reads those, whole memories otherwise. Labels not in the store
+    are left out."""
     if isinstance(store, Mirrored):
         mirrored = store
 
@@ -76,6 +85,13 @@ def hydrator(store: Store, actor: str) -> Callable[[Sequence[int]], Mapping[int,
             return mirrored.table(actor).rows_for(labels, Row)
 
         return from_mirror
+    if isinstance(store, ReadsShown):
+        shown = store
+
+        def from_shown(labels: Sequence[int]) -> Mapping[int, Shown]:
+            return shown.shown_rows(actor, labels)  # looked up per call: a benchmark may wrap it
+
+        return from_shown
 
     def from_store(labels: Sequence[int]) -> Mapping[int, Shown]:
         return store.get_many(actor, labels)

@@ -79,7 +79,7 @@ def test_the_check_tells_the_baseline_from_the_product(tmp_path: Path) -> None:
 def test_product_knobs_are_the_shipped_defaults() -> None:
     # read from the product (PagerConfig, LexicalIndex, TokenizerConfig, lexical_context), not written here
     shipped = replace(BASELINE, stem="snowball", lex_before=2, lex_after=2, lex_decay=0.5, lex_ctx_share=0.2)
-    assert PRODUCT == levers.product_knobs() == replace(shipped, k1=0.6, b=0.0, time_abs=0.4, time_after=3)
+    assert PRODUCT == levers.product_knobs() == replace(shipped, k1=0.6, b=0.0, time_abs=0.4, time_after=3, speaker=0.2)
     assert BASELINE == Knobs() and BASELINE.stem == "light" and (BASELINE.k1, BASELINE.b) == (1.2, 0.5)
 
 

@@ -203,7 +203,7 @@ def assert_unembedded_memory_is_reachable(p: mempager.Pager, model: str) -> None
             continue  # embedded meanwhile: this round proves nothing either way
         assert memory.uri in hits, f"unembedded {memory.uri} not retrieved by its own text: {list(hits)}"
         lanes = set(hits[memory.uri].lanes)
-        assert "semantic" not in lanes and lanes and lanes <= {"lexical", "salience", "prior"}, lanes
+        assert "semantic" not in lanes and lanes and lanes <= {"lexical", "salience", "prior", "speaker"}, lanes
         observed += 1
         if observed >= 3:
             break

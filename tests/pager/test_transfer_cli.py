@@ -9,7 +9,6 @@ from pathlib import Path
 from ..cli_helpers import run_cli
 
 
-
 def run(
     tmp_path: Path, *args: str, ok: bool = True, stdin: str | None = None, store: str = "cli.duckdb"
 ) -> subprocess.CompletedProcess[str]:

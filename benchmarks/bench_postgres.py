@@ -51,8 +51,9 @@ from .bench_hnsw import embeddings, exact_top, locomo_texts, tile
 MODEL = "bench-minilm-lookup"
 ACTOR = "bench"
 CONFIG = PagerConfig(embedder="hash")
-STORE_CALLS = (
-    "search_with_queue", "queued_labels", "search_vectors", "text_changes", "salience", "vector_scores", "get_many"
+STORE_CALLS = (  # candidate_facts: the prior and the other lanes' semantic scores in one statement
+    "search_with_queue", "queued_labels", "search_vectors", "text_changes", "salience", "vector_scores",
+    "candidate_facts", "shown_rows", "get_many", "query",
 )
 MODES = ("retrieve", "write", "batch")  # of the client processes
 

@@ -88,6 +88,33 @@ class SalienceParams:
     w_access: float
 
 
+@dataclass(frozen=True, slots=True)
+class CandidateAsk:
+    """What ranking asks the store about one retrieve's candidates (``Store.candidate_facts``):
+    on a server store one round trip answers both parts. An empty part is not asked.
+
+    ``prior``: labels ranked by salience under ``params`` among ``types``, exactly as
+    ``salience(actor, types, params, len(prior), prior)``; ``cosine``: labels whose cosine with
+    ``vector`` (their stored vector of ``model``) is wanted.
+    """
+
+    prior: Sequence[int] = ()
+    types: Sequence[MemoryType] = ()
+    params: SalienceParams | None = None
+    cosine: Sequence[int] = ()
+    model: str = ""
+    vector: FloatMatrix | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateFacts:
+    """The answers to a ``CandidateAsk``: ``prior`` best first (ties: higher label first), ``cosine``
+    by label (labels without a vector left out)."""
+
+    prior: list[tuple[int, float]]
+    cosine: dict[int, float]
+
+
 # -- consolidation (session wraps, continuity, pattern history, associations) ---------------------
 @dataclass(frozen=True, slots=True)
 class WrapRecord:
@@ -286,6 +313,11 @@ class Store(Protocol):
         only: Sequence[int] | None = None,
     ) -> list[tuple[int, float]]: ...
 
+    def candidate_facts(self, actor: str, ask: CandidateAsk) -> CandidateFacts:
+        """``salience`` and stored-vector cosines for one retrieve's candidates, read together: one
+        statement (one round trip, one snapshot) on a server store."""
+        ...
+
     def live_labels(self, actor: str) -> LabelArray: ...
 
     def of_types(
@@ -436,6 +468,8 @@ class LexicalLaneLike(Protocol):
     def search_scored(
         self, query: str, k: int, also: Sequence[int]
     ) -> tuple[list[tuple[int, float]], dict[int, float]]: ...
+
+    def spoken_by(self, query: str, labels: Iterable[int]) -> list[int]: ...
 
     def match(self, query: str) -> list[tuple[int, float]]: ...
 

@@ -27,7 +27,7 @@ from typing import Any
 import duckdb
 
 from mempager.errors import InvalidInput, StoreError, StoreLocked
-from mempager.protocols import PendingItem, PendingStats, SalienceParams
+from mempager.protocols import CandidateAsk, CandidateFacts, PendingItem, PendingStats, SalienceParams
 from mempager.store import damage, erasure_marks
 from mempager.store.base import DuckDb, translate
 from mempager.store.consolidation import DuckConsolidation
@@ -257,6 +257,15 @@ class DuckDBStore:
     ) -> list[tuple[int, float]]:
         """Salience ranking over the actor's current memories (or just ``only`` labels)."""
         return self.table(actor).salience(types, params, limit, only)
+
+    def candidate_facts(self, actor: str, ask: CandidateAsk) -> CandidateFacts:
+        """``salience`` and stored-vector cosines, one call each: in process, asking together saves
+        nothing (and the pager's semantic lane scores from its own index: ``lanes.candidates``)."""
+        if ask.prior and ask.params is None:
+            raise InvalidInput("a CandidateAsk with prior labels needs the salience params")
+        prior = [] if ask.params is None else self.salience(actor, ask.types, ask.params, len(ask.prior), ask.prior)
+        scores = {} if ask.vector is None else self.vector_rows.scores(actor, ask.model, ask.vector, ask.cosine)
+        return CandidateFacts(prior, scores)
 
     def get(self, actor: str, memory_id: str) -> Memory | None:
         table = self.table(actor)

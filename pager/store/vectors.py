@@ -147,6 +147,22 @@ class Vectors:
             )
         return np.asarray(got, dtype=np.int64)
 
+    def scores(self, actor: str, model: str, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]:
+        """Cosine of ``vector`` with each label's current vector of ``model`` (labels without one left out)."""
+        if not len(labels):
+            return {}
+        rows = self.db.fetch(
+            "SELECT v.label, v.vec FROM vectors v JOIN memories m ON m.label = v.label "
+            "WHERE m.actor = ? AND v.model = ? AND v.content_hash = m.content_hash AND v.label IN (SELECT unnest(?))",
+            [actor, model, [int(x) for x in labels]],
+        )
+        if not rows:
+            return {}
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), -1)
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        cosine = (matrix @ query) / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query))
+        return dict(zip((int(r[0]) for r in rows), cosine.tolist(), strict=True))
+
     def vector_models(self, actor: str) -> dict[str, int]:
         rows = self.db.fetch(
             "SELECT v.model, count(*) FROM vectors v JOIN memories m ON m.label = v.label "

@@ -24,7 +24,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -60,6 +60,13 @@ def fetch(cur: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
     """
     result = cur.pgresult
     return cur.fetchall() if result is not None and result.status == pq.ExecStatus.TUPLES_OK else []
+
+
+def int_array(values: Iterable[int]) -> str:
+    """``'{1,2,3}'``: integers for a ``::text::bigint[]`` parameter of a hot read. psycopg adapts a
+    list of ints element by element, about a tenth of a millisecond per hundred labels: a third
+    of the client's time in a retrieve's candidate statement (pg/candidates.py)."""
+    return "{" + ",".join(str(int(v)) for v in values) + "}"
 
 
 class Inline(sql.Literal):

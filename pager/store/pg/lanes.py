@@ -15,13 +15,14 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from mempager.errors import EmbedderError
 from mempager.patterns import text_for_index
-from mempager.protocols import Embedder
+from mempager.protocols import CandidateAsk, CandidateFacts, Embedder
 from mempager.types import FloatMatrix, LabelArray, Memory
 
 log = logging.getLogger("mempager.pgstore")
@@ -93,6 +94,12 @@ class PgSemanticLane:
     def scores_for(self, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]:
         scores: dict[int, float] = self.store.vector_scores(self.actor, self.model, vector, labels)
         return scores
+
+    def facts_with_scores(self, vector: FloatMatrix, ask: CandidateAsk) -> CandidateFacts:
+        """``ask`` and ``scores_for(vector, ask.cosine)`` in the store's one statement: this lane's
+        scores are the store's stored-vector cosines (``lanes.candidates``)."""
+        facts: CandidateFacts = self.store.candidate_facts(self.actor, replace(ask, model=self.model, vector=vector))
+        return facts
 
     def __contains__(self, label: object) -> bool:
         if not isinstance(label, (int, np.integer)):
@@ -183,6 +190,11 @@ class PgLexicalLane:
         self.catch_up()
         result: list[tuple[int, float]] = self.index.search(query, k)
         return result
+
+    def spoken_by(self, query: str, labels: Iterable[int]) -> list[int]:
+        """No catch-up (a round trip): ``labels`` come from lanes the same rank() just caught up."""
+        said: list[int] = self.index.spoken_by(query, labels)
+        return said
 
     def match(self, query: str) -> list[tuple[int, float]]:
         self.catch_up()

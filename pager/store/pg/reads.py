@@ -14,8 +14,8 @@ from psycopg import sql
 
 from mempager.errors import InvalidInput
 from mempager.protocols import SalienceParams
-from mempager.store.pg.db import Db, Inline
-from mempager.store.pg.rows import MEMORY_COLUMNS, row_to_memory, utc
+from mempager.store.pg.db import Db, Inline, int_array
+from mempager.store.pg.rows import MEMORY_COLUMNS, SHOWN_COLUMNS, ShownRow, row_to_memory, utc
 from mempager.types import LabelArray, Memory, MemoryType, Source
 from mempager.validate import make_uri
 
@@ -25,17 +25,38 @@ _ORDERS = {
     "strongest": "strength DESC, confidence DESC, created_at DESC, label DESC",
 }
 # pager.salience in SQL; every operand is float8 so the arithmetic matches Python's bit for bit.
-_SALIENCE = """
-SELECT label, %(w_recency)s::float8 * power(0.5::float8,
-        greatest(0::float8, extract(epoch FROM (%(now)s::timestamptz - created_at))::float8)
-        / 86400.0::float8 / (CASE type {half} ELSE %(default_half)s::float8 END))
-    + %(w_importance)s::float8 * importance + %(w_strength)s::float8 * strength * confidence
-    + %(w_access)s::float8 * access_count::float8 / (access_count::float8 + 5.0::float8) AS score
+# ``{m}`` qualifies the memories columns ("" or "m."); the candidates statement computes the same score.
+SALIENCE_SCORE = """%(w_recency)s::float8 * power(0.5::float8,
+        greatest(0::float8, extract(epoch FROM (%(now)s::timestamptz - {m}created_at))::float8)
+        / 86400.0::float8 / (CASE {m}type {half} ELSE %(default_half)s::float8 END))
+    + %(w_importance)s::float8 * {m}importance + %(w_strength)s::float8 * {m}strength * {m}confidence
+    + %(w_access)s::float8 * {m}access_count::float8 / ({m}access_count::float8 + 5.0::float8)"""
+# which memories salience ranks: current ones of the asked types
+SALIENT = """{m}type = ANY(%(types)s) AND {m}superseded_by IS NULL
+    AND ({m}valid_until IS NULL OR {m}valid_until > %(now)s::timestamptz)"""
+HALF_CASES = " ".join(f"WHEN '{t.value}' THEN %(half_{t.value})s::float8" for t in MemoryType)
+_SALIENCE = f"""
+SELECT label, {SALIENCE_SCORE.format(m="", half=HALF_CASES)} AS score
 FROM memories
-WHERE actor = %(actor)s AND type = ANY(%(types)s) AND superseded_by IS NULL
-    AND (valid_until IS NULL OR valid_until > %(now)s::timestamptz) {only}
+WHERE actor = %(actor)s AND {SALIENT.format(m="")} {{only}}
 ORDER BY score DESC, label DESC LIMIT %(limit)s
 """
+
+
+def salience_values(params: SalienceParams, types: Sequence[MemoryType]) -> dict[str, Any]:
+    """The named parameters of ``SALIENCE_SCORE`` and ``SALIENT``."""
+    values: dict[str, Any] = {
+        "w_recency": params.w_recency,
+        "w_importance": params.w_importance,
+        "w_strength": params.w_strength,
+        "w_access": params.w_access,
+        "now": utc(params.now),
+        "types": [t.value for t in types],
+        "default_half": params.default_half_life_days,
+    }
+    for t in MemoryType:
+        values[f"half_{t.value}"] = float(params.half_life_days.get(t, params.default_half_life_days))
+    return values
 
 
 # Text-changing audit entries carry the memory's label; reinforcements do not change the text.
@@ -64,17 +85,27 @@ class PgReads:
         if not len(labels):
             return {}
         rows = self._db.rows(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND label = ANY(%s)",
-            [actor, [int(x) for x in labels]],
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND label = ANY(%s::text::bigint[])",
+            [actor, int_array(labels)],
         )
         return {int(r[0]): row_to_memory(r) for r in rows}
+
+    def shown_rows(self, actor: str, labels: Sequence[int]) -> dict[int, ShownRow]:
+        """What packing reads of these memories (``get_many``'s rows, lighter; unknown labels left out)."""
+        if not len(labels):
+            return {}
+        rows = self._db.rows(
+            f"SELECT {SHOWN_COLUMNS} FROM memories WHERE actor = %s AND label = ANY(%s::text::bigint[])",
+            [actor, int_array(labels)],
+        )
+        return {int(r[0]): ShownRow(actor, r) for r in rows}
 
     def uris(self, actor: str, labels: Sequence[int]) -> dict[int, str]:
         if not len(labels):
             return {}
         rows = self._db.rows(
-            "SELECT label, type, id FROM memories WHERE actor = %s AND label = ANY(%s)",
-            [actor, [int(x) for x in labels]],
+            "SELECT label, type, id FROM memories WHERE actor = %s AND label = ANY(%s::text::bigint[])",
+            [actor, int_array(labels)],
         )
         return {int(label): make_uri(actor, MemoryType(t), mid) for label, t, mid in rows}
 
@@ -133,22 +164,13 @@ class PgReads:
         """The salience score of ``pager.salience`` over current memories (or just ``only``), best first."""
         if only is not None and not len(only):
             return []
-        half = " ".join(f"WHEN '{t.value}' THEN %(half_{t.value})s::float8" for t in MemoryType)
-        values: dict[str, Any] = {
-            "w_recency": params.w_recency,
-            "w_importance": params.w_importance,
-            "w_strength": params.w_strength,
-            "w_access": params.w_access,
-            "now": utc(params.now),
+        values = {
+            **salience_values(params, types),
             "actor": actor,
-            "types": [t.value for t in types],
-            "default_half": params.default_half_life_days,
             "limit": int(limit),
-            "only": [int(x) for x in only or ()],
+            "only": int_array(only or ()),
         }
-        for t in MemoryType:
-            values[f"half_{t.value}"] = float(params.half_life_days.get(t, params.default_half_life_days))
-        query = _SALIENCE.format(half=half, only="AND label = ANY(%(only)s)" if only is not None else "")
+        query = _SALIENCE.format(only="AND label = ANY(%(only)s::text::bigint[])" if only is not None else "")
         return [(int(label), float(score)) for label, score in self._db.rows(query, values)]
 
     def of_types(

@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from mempager.protocols import PendingItem, PendingStats, SalienceParams
+from mempager.protocols import CandidateAsk, CandidateFacts, PendingItem, PendingStats, SalienceParams
 from mempager.store.journal import Deprecate, ReviewItem
 from mempager.store.pg import compaction
+from mempager.store.pg.candidates import candidate_facts
 from mempager.store.pg.compaction import compact
 from mempager.store.pg.consolidation import PgConsolidation
 from mempager.store.pg.db import Db
@@ -33,6 +34,7 @@ from mempager.store.pg.listeners import ChangeListener, PgListeners
 from mempager.store.pg.models import PgModels
 from mempager.store.pg.options import PgOptions, describe, resolve
 from mempager.store.pg.reads import PgReads
+from mempager.store.pg.rows import ShownRow
 from mempager.store.pg.tiers import PgTiers
 from mempager.store.pg.vectors import PgVectors
 from mempager.store.pg.writes import PgWrites
@@ -138,6 +140,10 @@ class PostgresStore:
         """The actor's memories with these labels (unknown labels are left out)."""
         return self._reads.get_many(actor, labels)
 
+    def shown_rows(self, actor: str, labels: Sequence[int]) -> dict[int, ShownRow]:
+        """What packing reads of these memories (``lanes.rows``): ``get_many``'s fields, lighter."""
+        return self._reads.shown_rows(actor, labels)
+
     def uris(self, actor: str, labels: Sequence[int]) -> dict[int, str]:
         """The URI of each labelled memory of the actor."""
         return self._reads.uris(actor, labels)
@@ -184,6 +190,10 @@ class PostgresStore:
     ) -> list[tuple[int, float]]:
         """The salience score of ``pager.salience`` over current memories (or just ``only``), best first."""
         return self._reads.salience(actor, types, params, limit, only)
+
+    def candidate_facts(self, actor: str, ask: CandidateAsk) -> CandidateFacts:
+        """The prior salience and stored-vector cosines of one retrieve's candidates, in one statement."""
+        return candidate_facts(self._db, actor, ask)
 
     def of_types(
         self, actor: str, types: Sequence[MemoryType], order: str = "newest", limit: int = 1_000_000

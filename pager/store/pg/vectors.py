@@ -18,7 +18,7 @@ import numpy as np
 from psycopg import sql
 
 from mempager.errors import DimensionMismatch, InvalidInput, NonFiniteVector, StoreError
-from mempager.store.pg.db import AuditRow, Conn, Db, Inline
+from mempager.store.pg.db import AuditRow, Conn, Db, Inline, int_array
 from mempager.store.pg.listeners import PgListeners
 from mempager.store.pg.models import MODEL_LOCK, PgModels, index_type
 from mempager.store.pg.vectype import PgVector, rows
@@ -290,12 +290,12 @@ class PgVectors:
             return {}
         found = self._db.rows(
             "SELECT label, 1 - (vec <=> %(q)b) FROM vectors WHERE model = %(model)s AND actor = %(actor)s"
-            " AND label = ANY(%(labels)s)",
+            " AND label = ANY(%(labels)s::text::bigint[])",
             {
                 "q": PgVector(np.asarray(vector, dtype=np.float32).reshape(-1)),
                 "model": model,
                 "actor": actor,
-                "labels": [int(x) for x in labels],
+                "labels": int_array(labels),
             },
             binary=True,
         )

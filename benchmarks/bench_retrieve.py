@@ -261,13 +261,20 @@ def pager_ops(p: Any, questions: list[str], qvecs: np.ndarray) -> dict[str, Op]:
     p.semantic.embed_query = lookup.__getitem__  # the query embedding is not what we time
     config_all = p.config.with_(salience_mode="all")
     config_default = p.config
+    config_nospeaker = p.config.with_(lane_weights={**p.config.lane_weights, "speaker": 0.0})
 
-    def retrieve_all(i: int) -> object:
-        p.config = config_all
-        try:
-            return p.retrieve(questions[i])
-        finally:
-            p.config = config_default
+    def retrieve_with(config: Any) -> Op:
+        def op(i: int) -> object:
+            p.config = p.retriever.config = config
+            try:
+                return p.retrieve(questions[i])
+            finally:
+                p.config = p.retriever.config = config_default
+
+        return op
+
+    def candidates(i: int) -> list[int]:
+        return [label for hits in default[i]["lanes"].values() for label, _ in hits]
 
     return {  # whole calls first in each block: the pieces after them re-read what they warmed
         "retrieve": lambda i: p.retrieve(questions[i]),
@@ -285,7 +292,9 @@ def pager_ops(p: Any, questions: list[str], qvecs: np.ndarray) -> dict[str, Op]:
         # as retrieve runs it: no report of what was cut (page() asks for one)
         "select": lambda i: p.retriever.select(default[i]["fused"], k, budget, frozenset(), explain=False),
         "select_all": lambda i: p.retriever.select(everything[i]["fused"], k, budget, frozenset(), explain=False),
-        "retrieve_salience_all": retrieve_all,
+        "speaker": lambda i: p.lexical.spoken_by(questions[i], candidates(i)),
+        "retrieve_salience_all": retrieve_with(config_all),
+        "retrieve_no_speaker": retrieve_with(config_nospeaker),
     }
 
 
@@ -492,11 +501,13 @@ PIECES = [
     ("salience_all", 'salience lane over all memories (`salience_mode="all"`, or mid-migration)'),
     ("completion", "completion: semantic scores of the other lanes' hits"),
     ("completion_all", "completion, salience over all"),
+    ("speaker", "speaker lane: the candidates' speakers the query names (`spoken_by`)"),
     ("fuse", "fusion (`score`)"),
     ("select", "hydration from the mirror + packing (`select`, no cut report, as `retrieve` runs it)"),
     ("select_all", "hydration + packing, salience over all"),
     ("retrieve", "**`retrieve` total, default config**"),
     ("retrieve_salience_all", "**`retrieve` total, salience over all**"),
+    ("retrieve_no_speaker", "**`retrieve` total, speaker lane off** (`lane_weights['speaker']=0`)"),
     ("page", "**`page()` + `render()` (pinned, procedures, retrieve with its cut report)**"),
     ("chroma_k10", "Chroma `query`, k=10"),
     ("chroma_k50", "Chroma `query`, k=50"),

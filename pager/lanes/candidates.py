@@ -9,6 +9,7 @@ the store ranks the prior, as before. Either way the lanes and completions are t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
@@ -30,10 +31,17 @@ class ScoresInStore(Protocol):
 class Completions:
     """Fills ``completions["semantic"]``, ``completions[UNEMBEDDED]`` and ``lanes["prior"]`` for one actor."""
 
-    def __init__(self, store: Store, semantic: SemanticLaneLike, actor: str, config: PagerConfig) -> None:
-        self.store, self.semantic, self.actor, self.config = store, semantic, actor, config
+    def __init__(
+        self, store: Store, semantic: SemanticLaneLike, actor: str, config: Callable[[], PagerConfig]
+    ) -> None:
+        self.store, self.semantic, self.actor = store, semantic, actor
+        self._config = config  # the retriever's, read at each call: one config, never a stale copy
         # checked once (a Protocol isinstance costs microseconds): does the lane score from the store?
         self._scored_in_store = semantic if isinstance(semantic, ScoresInStore) else None
+
+    @property
+    def config(self) -> PagerConfig:
+        return self._config()
 
     def fill(
         self,

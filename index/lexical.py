@@ -399,7 +399,7 @@ class LexicalIndex:
 
     def spoken_by(self, query: str, labels: Iterable[int]) -> list[int]:
         """The documents among ``labels`` (an iterable read only when the query names a known speaker;
-        repeats count once) whose speaker (index.speakers) ``query`` names, in first-seen order."""
+        repeats count once) whose speaker (index.speakers) ``query`` names, in label order."""
         terms = self.tokenizer.named_speakers(query)
         if not terms:
             return []
@@ -408,7 +408,7 @@ class LexicalIndex:
             tids = [t for t in (state.ids.get(term) for term in terms) if t is not None and state.df[t] > 0]
             if not tids:  # the common case, answered before ``labels`` is even read
                 return []
-            wanted = np.fromiter(dict.fromkeys(int(x) for x in labels), np.int64)
+            wanted = np.unique(np.fromiter(labels, np.int64))
             rows = state.label_row.rows_of(wanted)
             known = rows >= 0
             rows = np.where(known, rows, 0)
@@ -418,7 +418,8 @@ class LexicalIndex:
                 at = np.minimum(np.searchsorted(post, rows), max(len(post) - 1, 0))
                 said |= post[at] == rows if len(post) else False
             said &= known & state.alive[rows]
-            return [int(x) for x in wanted[said]]
+            out: list[int] = wanted[said].tolist()
+            return out
 
     def match(self, query: str, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
         """Every document matching explicit-recall syntax, ranked by BM25 of its positive terms.

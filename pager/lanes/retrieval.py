@@ -123,7 +123,7 @@ class Retriever:
             candidates = (label for hits in lanes.values() for label, _ in hits)  # read only if a speaker is named
             said = self.lexical.spoken_by(query, candidates)
             if said:
-                lanes["speaker"] = [(label, 1.0) for label in sorted(said)]
+                lanes["speaker"] = [(label, 1.0) for label in said]  # in label order
         if self.config.lane_weights.get("association", 0.0) > 0:
             self._associate(lanes, completions, vector, unembedded, depth)
         return lanes, completions

@@ -106,6 +106,7 @@ class PageAssembler:
     def _with_continuity(self, block: PinnedBlock, total: int | None) -> PinnedBlock:
         found = self.store.consolidation.continuity(self.actor, 1)
         crystals = self.tiers.crystals.all() if self.tiers is not None else []
+        block = replace(block, has_crystals=bool(crystals))
         room = self.config.continuity_budget_tokens
         if total is not None:
             room = min(room, total - block.tokens - 1)
@@ -139,7 +140,7 @@ class PageAssembler:
         left -= pattern_tokens
         spores = self._spores(query, goal, max(0, min(cfg.spore_budget_tokens, left)))
         left -= (spores.tokens + 1) if spores.text else 0
-        has_crystals = pinned.crystal_menu_tokens > 0 or self._any_crystals()
+        has_crystals = pinned.has_crystals
         reserve = max(0, min(cfg.crystal_budget_tokens, left)) if has_crystals else 0
         retrieval_budget = max(0, min(cfg.retrieval_budget_tokens, left - reserve - FENCE_TOKENS))
         snippets, cuts, sizes = self.retriever.retrieve_with_cuts(
@@ -174,9 +175,6 @@ class PageAssembler:
         return Page(
             goal, query, pinned, tuple(full), tuple(snippets), report, tuple(menu), tuple(avoid), spores, crystals
         )
-
-    def _any_crystals(self) -> bool:
-        return self.tiers is not None and bool(self.tiers.crystals.all())
 
     def _spores(self, query: str, goal: str | None, budget: int) -> Section:
         if self.tiers is None or budget <= 0:

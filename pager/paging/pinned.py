@@ -36,6 +36,7 @@ class PinnedBlock:
     omitted: tuple[str, ...]  # uris that did not fit the budget
     continuity_tokens: int = 0  # of ``tokens``: the pinned continuity section (paging/continuity.py)
     crystal_menu_tokens: int = 0  # of ``tokens``: the crystallized tier's menu (paging/tier_sections.py)
+    has_crystals: bool = False  # the actor has crystals (read once per page: the page's crystal section needs it)
 
     def __str__(self) -> str:
         return self.text

@@ -413,10 +413,9 @@ class LexicalIndex:
             known = rows >= 0
             rows = np.where(known, rows, 0)
             said = np.zeros(len(wanted), bool)
-            for t in tids:  # a term's postings are in row order: a binary search per candidate
+            for t in tids:  # a term's postings are in row order (never empty: df > 0): a binary search each
                 post = state.post[t][0, : state.npost[t]]
-                at = np.minimum(np.searchsorted(post, rows), max(len(post) - 1, 0))
-                said |= post[at] == rows if len(post) else False
+                said |= post[np.minimum(np.searchsorted(post, rows), len(post) - 1)] == rows
             said &= known & state.alive[rows]
             out: list[int] = wanted[said].tolist()
             return out

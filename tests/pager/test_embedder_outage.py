@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from mempager.embedders import HashEmbedder
 from mempager.embedders.testing import EmbeddingServer, Reply
 from mempager.types import FloatMatrix, Role
 
+from ..cli_helpers import run_cli
 from ..embedders.conftest import MODEL, TOKEN, closed_port, hash_server  # noqa: F401 - fixtures reused
 
 N = 6  # one embedding batch (embed_batch_size 8), so one HTTP request per try
@@ -233,24 +233,10 @@ def test_cli_with_a_forced_gateway_down_warns_once_and_still_works(
     tmp_path: Path,
     closed_port: int,  # noqa: F811 - the fixture
 ) -> None:
-    env = {
-        **os.environ,
-        **gateway_env(f"http://127.0.0.1:{closed_port}"),
-        "MEMPAGER_EMBEDDER": "gateway",
-        "MEMPAGER_STORE": str(tmp_path / "cli.duckdb"),
-    }
+    env = {**gateway_env(f"http://127.0.0.1:{closed_port}"), "MEMPAGER_EMBEDDER": "gateway"}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            [sys.executable, "-m", "mempager", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stderr
-        return proc
+        return run_cli(tmp_path, *args, env=env)
 
     with mempager.open(
         tmp_path / "cli.duckdb", actor="default", config=FAST, environ=gateway_env(f"http://127.0.0.1:{closed_port}")

@@ -187,6 +187,7 @@ class Tokenizer:
     config: TokenizerConfig = field(default_factory=TokenizerConfig)
     _cache: dict[str, Unit] = field(default_factory=dict, repr=False)
     _part_memo: dict[str, str] = field(default_factory=dict, repr=False)  # identifier piece -> its term
+    _last_units: tuple[str, tuple[Unit, ...]] = field(default=("", ()), repr=False)  # ``units``' memo
 
     @property
     def version(self) -> str:
@@ -226,8 +227,15 @@ class Tokenizer:
             unit = self._cache[raw] = self._analyse(raw)
         return unit
 
-    def units(self, text: str) -> list[Unit]:
-        return [self.unit(raw) for raw in self.raw_tokens(text)]
+    def units(self, text: str) -> tuple[Unit, ...]:
+        # A page fault analyses its query twice (BM25 terms, then the speakers it names): the last
+        # text's units are kept, one (text, units) pair swapped whole, so threads never see half of one.
+        last = self._last_units
+        if last[0] == text:
+            return last[1]
+        found = tuple(self.unit(raw) for raw in self.raw_tokens(text))
+        self._last_units = (text, found)
+        return found
 
     def analyse(self, text: str) -> tuple[list[str], list[int]]:
         """Every term of ``text`` with its position (a document's postings and phrase positions)."""

@@ -155,10 +155,12 @@ def fuse_order(
     lane_cands: list[Ints] = []
     lane_ranks: list[Ints] = []
     lane_scores: list[Floats] = []
+    place = position.setdefault  # bound once: this loop runs for every hit of every lane
     for lane in names:
         hits = lanes[lane]
-        cands = [position.setdefault(label, len(position)) for label, _ in hits]
-        scores = [float(score) for _, score in hits]
+        labels_of, scores_of = zip(*hits) if hits else ((), ())
+        cands = [place(label, len(position)) for label in labels_of]
+        scores = [float(score) for score in scores_of]
         if len(set(cands)) == len(cands):
             ranks = np.arange(1, len(hits) + 1, dtype=np.int64)
         else:  # a lane that reports a label twice counts it once, at its best rank
@@ -239,7 +241,8 @@ def _complete(vals: Floats, has: Bools, completed: Mapping[int, float], position
     label that is no candidate (it still sets the lane's scale), or nothing."""
     if not completed:
         return []
-    where = np.fromiter((position.get(label, -1) for label in completed), np.int64, len(completed))
+    at = position.get
+    where = np.array([at(label, -1) for label in completed], np.int64)
     got = np.fromiter(completed.values(), np.float64, len(completed))
     known = where >= 0
     vals[where[known]] = got[known]

@@ -111,8 +111,10 @@ class Retriever:
         also = semantic_labels + [label for label, _ in timed]
         lanes["lexical"], completions["lexical"] = self.lexical.search_scored(query, depth, also)
         params = params_from_config(self.config, self.clock())
-        only = sorted(unembedded) if unindexed else None  # [] (nothing unembedded): no store call
-        lanes["salience"] = self.store.salience(self.actor, self.config.salience_types, params, depth, only)
+        only = sorted(unembedded) if unindexed else None  # [] (nothing unembedded): no store call, below
+        lanes["salience"] = (
+            [] if only == [] else self.store.salience(self.actor, self.config.salience_types, params, depth, only)
+        )
         # the semantic scores of the other lanes' finds and the prior: one store call (lanes.candidates)
         self._completions.fill(lanes, completions, vector, unembedded, params)
         if windows:  # the time lane scores every candidate created inside the query's dates
@@ -120,7 +122,8 @@ class Retriever:
             rest = {label for hits in lanes.values() for label, _ in hits if label not in in_time}
             completions["time"] = self.when.inside(windows, sorted(rest))
         if self.config.lane_weights.get("speaker", 0.0) > 0:  # index.speakers: who said each candidate
-            candidates = (label for hits in lanes.values() for label, _ in hits)  # read only if a speaker is named
+            # read only if a speaker is named; the prior ranks only what the content lanes found
+            candidates = (label for name, hits in lanes.items() if name != "prior" for label, _ in hits)
             said = self.lexical.spoken_by(query, candidates)
             if said:
                 lanes["speaker"] = [(label, 1.0) for label in said]  # in label order

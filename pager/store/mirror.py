@@ -388,26 +388,31 @@ class ActorTable:
                 rows = np.flatnonzero(self.num["alive"][: self.size])
             if rows.size == 0:
                 return []
-            n = {name: arr[rows] for name, arr in self.num.items()}
+            num = self.num
+            code = num["type"][rows]
+            wanted = np.zeros(len(TYPES), bool)  # a lookup by type code: np.isin costs more on every page
+            wanted[[TYPE_CODE[t] for t in types]] = True
+            keep = wanted[code] & ~num["superseded"][rows]
+            keep &= ~(num["valid_until"][rows] <= params.now.timestamp())  # NaN (no expiry) compares False
+            rows, code = rows[keep], code[keep]  # only what can rank is read further (a page asks ~100 rows)
+            if rows.size == 0:
+                return []
             labels = self.labels[rows]
+            created, importance = num["created"][rows], num["importance"][rows]
+            # a term whose weight is 0 (the prior's access and strength) is not read: adding 0.0 changes no score
+            strength = (num["strength"][rows], num["confidence"][rows]) if params.w_strength else None
+            accesses = num["access_count"][rows] if params.w_access else None
         now = params.now.timestamp()
-        wanted = np.zeros(len(TYPES), bool)  # a lookup by type code: np.isin costs more on every page
-        wanted[[TYPE_CODE[t] for t in types]] = True
-        keep = wanted[n["type"]] & ~n["superseded"]
-        keep &= ~(n["valid_until"] <= now)  # NaN (no expiry) compares False
         half = np.array([params.half_life_days.get(t, params.default_half_life_days) for t in TYPES])
-        age_days = np.maximum(0.0, now - n["created"]) / 86400.0
-        score = (
-            params.w_recency * np.power(0.5, age_days / half[n["type"]])
-            + params.w_importance * n["importance"]
-            + params.w_strength * n["strength"] * n["confidence"]
-            + params.w_access * n["access_count"] / (n["access_count"] + 5.0)
-        )
-        idx = np.flatnonzero(keep)
-        if idx.size == 0:
-            return []
+        age_days = np.maximum(0.0, now - created) / 86400.0
+        score = params.w_recency * np.power(0.5, age_days / half[code]) + params.w_importance * importance
+        if strength is not None:
+            score = score + params.w_strength * strength[0] * strength[1]  # the order of the products kept
+        if accesses is not None:
+            score = score + params.w_access * accesses / (accesses + 5.0)
+        idx = np.arange(rows.size)
         if idx.size > limit:
-            idx = idx[np.argpartition(-score[idx], limit - 1)[:limit]]
+            idx = idx[np.argpartition(-score, limit - 1)[:limit]]
         order = idx[np.lexsort((-labels[idx], -score[idx]))]  # ties: newer label first, as in SQL
         return list(zip(labels[order].tolist(), score[order].tolist(), strict=True))
 

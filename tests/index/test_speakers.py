@@ -76,3 +76,18 @@ def test_the_speaker_term_leaves_bm25_alone_and_survives_save_and_load(tmp_path:
     again.load(tmp_path / "lex")
     assert again.spoken_by("what did Caroline do", [1, 2]) == [1]
     assert again.search_scored("camping", 5)[0] == top
+
+
+def test_spoken_by_reads_each_documents_own_last_token() -> None:
+    """The speaker term is a document's last token: a document with no tokens, or one that only
+    names the speaker in its words, is nobody's, whatever the document before it holds; a
+    document whose words are all punctuation still has its speaker; compaction keeps all of it."""
+    ix = LexicalIndex()
+    ix.add([1, 2, 3, 4], ["Caroline: hi there", "?!", "Melanie: !!!", "I told Caroline"])
+    assert ix.spoken_by("what did Caroline say", [1, 2, 3, 4]) == [1]
+    assert ix.spoken_by("what did Melanie say", [2, 3, 4, 4, 3]) == [3]  # repeats count once
+    filler = list(range(100, 3200))
+    ix.add(filler, [f"note {i}" for i in filler])
+    ix.remove(filler)  # enough dead rows for a compaction: rows move, tokens are copied
+    assert ix.spoken_by("what did Caroline say", [1, 2, 3, 4, 100]) == [1]
+    assert ix.spoken_by("what did Melanie say", [1, 2, 3, 4]) == [3]

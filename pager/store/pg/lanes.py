@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -26,15 +27,21 @@ from mempager.protocols import CandidateAsk, CandidateFacts, Embedder
 from mempager.types import FloatMatrix, LabelArray, Memory
 
 log = logging.getLogger("mempager.pgstore")
+FRESH_S = 0.5  # how long a vector search's "nothing changed" serves the same thread's lexical search
 
 
 class PgSemanticLane:
-    """SemanticLaneLike answered by the store's pgvector index; add/remove/track have nothing to keep."""
+    """SemanticLaneLike answered by the store's pgvector index; add/remove/track have nothing to keep.
 
-    def __init__(self, store: Any, actor: str, embedder: Embedder) -> None:
+    ``feed``: the same actor's lexical lane, told by each search whether it missed a text change
+    (``search_snapshot``): when it did not, the retrieve's lexical search reads nothing itself.
+    """
+
+    def __init__(self, store: Any, actor: str, embedder: Embedder, feed: PgLexicalLane | None = None) -> None:
         self.store = store
         self.actor = actor
         self.embedder = embedder
+        self.feed = feed
         self.lock = threading.RLock()
         self.opened_how = "new"
         self.added_since_save = 0
@@ -85,11 +92,26 @@ class PgSemanticLane:
         return hits
 
     def search_snapshot(self, vector: FloatMatrix, k: int) -> tuple[list[tuple[int, float]], list[int]]:
-        """The search and the queue in one statement: what it did not find is queued, or has no memory."""
-        found: tuple[list[tuple[int, float]], list[int]] = self.store.search_with_queue(
-            self.actor, self.model, vector, k
-        )
-        return found
+        """The search and the queue in one statement: what it did not find is queued, or has no memory.
+
+        The same statement reads the seq of the actor's latest text change: when the lexical
+        lane (``feed``) already stands there, the retrieve's lexical search right after this
+        needs no catch-up read (a round trip of its own) to know that nothing changed.
+        """
+        feed = self.feed
+        if feed is None:
+            found: tuple[list[tuple[int, float]], list[int]] = self.store.search_with_queue(
+                self.actor, self.model, vector, k
+            )
+            return found
+        commits, seq = self.store.commits, feed.seq  # both before the read: what it is sure to see
+        try:
+            hits, queued, latest = self.store.search_with_latest(self.actor, self.model, vector, k)
+        except BaseException:
+            feed.searched(seq, commits, None)
+            raise
+        feed.searched(seq, commits, latest)
+        return hits, queued
 
     def scores_for(self, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]:
         scores: dict[int, float] = self.store.vector_scores(self.actor, self.model, vector, labels)
@@ -128,6 +150,9 @@ class PgLexicalLane:
         self.lock = threading.RLock()
         self.seq = 0  # the last audit entry of this actor the index reflects
         self.opened_how = "new"
+        # per thread: (this process's commit count, when) of its last vector search that found
+        # the index up to date (``searched``), which its next ``search_scored`` stands on
+        self._fresh = threading.local()
 
     def open(self) -> str:
         return self.rebuild("opened")
@@ -169,6 +194,28 @@ class PgLexicalLane:
             self.seq = int(found[-1][0])
             return len(latest)
 
+    def searched(self, seq: int, commits: int, latest: int | None) -> None:
+        """What this thread's vector search read: ``latest``, the seq of the actor's latest text
+        change (None: not read), when the index stood at ``seq`` and this process had committed
+        ``commits`` transactions.
+
+        When nothing changed after ``seq``, this thread's next ``search_scored`` reads nothing
+        itself, if the process has committed nothing since (its own writes are always seen)
+        and it comes within ``FRESH_S``: a retrieve's lexical search follows its vector search
+        by well under a millisecond, and sees what a read of its own would have seen but for
+        commits racing the retrieve. Anything else: it catches up as always.
+        """
+        fresh = latest is not None and latest <= seq <= self.seq
+        self._fresh.mark = (commits, time.monotonic()) if fresh else None
+
+    def _read_with_search(self) -> bool:
+        """Whether this thread's last vector search found the index up to date for this search (used once)."""
+        mark = getattr(self._fresh, "mark", None)
+        if mark is None:
+            return False
+        self._fresh.mark = None
+        return bool(mark[0] == self.store.commits and time.monotonic() - mark[1] < FRESH_S)
+
     def _time(self, type_: str | None, when: float | None) -> float:
         """A memory's place in its episode (epoch seconds), NaN when its type has no context keys."""
         return float(when) if when is not None and type_ in self.context_types else math.nan
@@ -182,7 +229,8 @@ class PgLexicalLane:
     def search_scored(
         self, query: str, k: int, also: Sequence[int]
     ) -> tuple[list[tuple[int, float]], dict[int, float]]:
-        self.catch_up()
+        if not self._read_with_search():
+            self.catch_up()
         top, extra = self.index.search_scored(query, k, also)
         return list(top), dict(extra)
 

@@ -6,10 +6,11 @@ Every query names the actor in its WHERE clause; nothing here can return another
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from psycopg import sql
 
 from mempager.errors import InvalidInput
@@ -69,6 +70,14 @@ SELECT a.seq, a.label, m.text, m.type, date_part('epoch', m.created_at)::float8 
 LEFT JOIN memories m ON m.label = a.label AND m.actor = a.actor
 WHERE a.actor = {actor} AND a.seq > {seq} AND a.label IS NOT NULL AND a.op <> 'reinforce' ORDER BY a.seq
 """
+
+
+def _instant(seconds: float) -> datetime:
+    """Epoch seconds as the aware UTC datetime they stand for (to the microsecond, as stored)."""
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError) as exc:
+        raise InvalidInput(f"{seconds!r} is not a time PostgreSQL can store: {exc}") from exc
 
 
 class PgReads:
@@ -165,6 +174,46 @@ class PgReads:
         }
         query = _SALIENCE.format(only="AND label = ANY(%(only)s::text::bigint[])" if only is not None else "")
         return [(int(label), float(score)) for label, score in self._db.rows(query, values)]
+
+    # -- the time lane's reads (lanes.when): labels and epoch seconds, no memories built -------
+    # Epoch seconds as ``extract(...)::float8``: the exact microseconds rounded once, the float
+    # Python's ``datetime.timestamp()`` gives, so the lane's comparisons are those of the datetimes.
+    def created_span(self, actor: str) -> tuple[float, float] | None:
+        """The oldest and newest creation time (epoch seconds) of the actor's memories; None when it has none."""
+        first, last = self._db.rows(
+            "SELECT extract(epoch FROM min(created_at))::float8, extract(epoch FROM max(created_at))::float8"
+            " FROM memories WHERE actor = %s",
+            [actor],
+            binary=True,
+        )[0]
+        return None if first is None or last is None else (float(first), float(last))
+
+    def created_between(self, actor: str, since: float, until: float, limit: int) -> LabelArray:
+        """Labels of the actor's memories created in [since, until) (epoch seconds), newest first:
+        ``query(actor, since=, until=, limit=)``'s memories, their labels alone."""
+        rows = self._db.rows(
+            "SELECT label FROM memories WHERE actor = %s AND created_at >= %s AND created_at < %s"
+            f" ORDER BY {_ORDERS['newest']} LIMIT %s",
+            [actor, _instant(since), _instant(until), int(limit)],
+            binary=True,
+        )
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def created_of(self, actor: str, labels: Sequence[int]) -> npt.NDArray[np.float64]:
+        """The creation time (epoch seconds) of each of ``labels``; NaN where the actor has no such memory."""
+        out = np.full(len(labels), np.nan)
+        if not len(labels):
+            return out
+        rows = self._db.rows(
+            "SELECT label, extract(epoch FROM created_at)::float8 FROM memories"
+            " WHERE actor = %s AND label = ANY(%s::text::bigint[])",
+            [actor, int_array(labels)],
+            binary=True,
+        )
+        when = {int(label): float(at) for label, at in rows}
+        for i, label in enumerate(labels):
+            out[i] = when.get(int(label), np.nan)
+        return out
 
     def of_types(
         self, actor: str, types: Sequence[MemoryType], order: str = "newest", limit: int = 1_000_000

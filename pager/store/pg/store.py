@@ -21,6 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from mempager.protocols import CandidateAsk, CandidateFacts, PendingItem, PendingStats, SalienceParams
 from mempager.store.journal import Deprecate, ReviewItem
 from mempager.store.pg import compaction
@@ -88,6 +91,11 @@ class PostgresStore:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def commits(self) -> int:
+        """How many transactions this process has committed to the store (any thread, any actor)."""
+        return self._db.commits
 
     # -- writes (PgWrites) --------------------------------------------------------------------
     def put(self, item: NewMemory) -> PutResult:
@@ -200,6 +208,18 @@ class PostgresStore:
     ) -> list[Memory]:
         """The actor's memories of ``types``, newest (or oldest) first."""
         return self._reads.of_types(actor, types, order, limit)
+
+    def created_span(self, actor: str) -> tuple[float, float] | None:
+        """The oldest and newest creation time (epoch seconds) of the actor's memories (lanes.when)."""
+        return self._reads.created_span(actor)
+
+    def created_between(self, actor: str, since: float, until: float, limit: int) -> LabelArray:
+        """Labels of the actor's memories created in [since, until) (epoch seconds), newest first."""
+        return self._reads.created_between(actor, since, until, limit)
+
+    def created_of(self, actor: str, labels: Sequence[int]) -> npt.NDArray[np.float64]:
+        """The creation time (epoch seconds) of each of the actor's labels; NaN where none."""
+        return self._reads.created_of(actor, labels)
 
     def live_labels(self, actor: str) -> LabelArray:
         """Every label the actor has, ascending."""
@@ -365,7 +385,15 @@ class PostgresStore:
         self, actor: str, model: str, vector: FloatMatrix, k: int
     ) -> tuple[list[tuple[int, float]], list[int]]:
         """``search_vectors`` and ``queued_labels`` read in one statement (one snapshot, one round trip)."""
-        return self._vectors.search_with_queue(actor, model, vector, k)
+        hits, queued, _ = self._vectors.search_with_queue(actor, model, vector, k)
+        return hits, queued
+
+    def search_with_latest(
+        self, actor: str, model: str, vector: FloatMatrix, k: int
+    ) -> tuple[list[tuple[int, float]], list[int], int | None]:
+        """``search_with_queue`` and, in the same statement, the seq of the actor's latest text
+        change (the last entry ``text_changes`` would return; 0 for none, None when not read)."""
+        return self._vectors.search_with_queue(actor, model, vector, k, latest=True)
 
     def vector_scores(self, actor: str, model: str, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]:
         """Cosine of ``vector`` with each labelled vector the actor has (labels without one are left out)."""
@@ -383,7 +411,8 @@ class PostgresStore:
         with ``context`` keys for memories of ``context_types``: index.episodes)."""
         from mempager.store.pg.lanes import PgLexicalLane, PgSemanticLane
 
-        return PgSemanticLane(self, actor, embedder), PgLexicalLane(self, actor, context, context_types)
+        lexical = PgLexicalLane(self, actor, context, context_types)
+        return PgSemanticLane(self, actor, embedder, feed=lexical), lexical
 
     def compact(self) -> None:
         """Rewrite the tables that held deleted memories' text and vectors, so their bytes are gone."""

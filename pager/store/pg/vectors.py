@@ -53,13 +53,27 @@ def _search(kind: str, dim: int, model: str, actor: str, k: int) -> sql.Composed
     ).format(c=cast, m=Inline(model), a=Inline(actor), k=sql.Literal(k))
 
 
-def _search_and_queue(kind: str, dim: int, model: str, actor: str, k: int) -> sql.Composed:
+def _search_and_queue(kind: str, dim: int, model: str, actor: str, k: int, latest: bool) -> sql.Composed:
     """The index search and the actor's queued labels in one statement (``queued`` true on the
-    queue's rows): one round trip instead of two, and both read from the same snapshot."""
+    queue's rows): one round trip instead of two, and both read from the same snapshot.
+
+    ``latest``: and one row more (``queued`` NULL) holding the seq of the actor's latest text
+    change, the last entry ``PgReads.text_changes`` would return (0 for none): the lexical lane
+    that already stands there has nothing to read (``lanes.PgSemanticLane.search_snapshot``).
+    """
+    latest_change = sql.SQL(
+        " UNION ALL SELECT coalesce(max(seq), 0), NULL, NULL FROM audit"
+        " WHERE actor = {a} AND label IS NOT NULL AND op <> 'reinforce'"
+    ).format(a=Inline(actor))
     return sql.SQL(
         "SELECT label, score, false AS queued FROM ({search}) AS hits(label, score)"
-        " UNION ALL SELECT label, NULL, true FROM embed_queue WHERE model = {m} AND actor = {a}"
-    ).format(search=_search(kind, dim, model, actor, k), m=Inline(model), a=Inline(actor))
+        " UNION ALL SELECT label, NULL, true FROM embed_queue WHERE model = {m} AND actor = {a}{latest}"
+    ).format(
+        search=_search(kind, dim, model, actor, k),
+        m=Inline(model),
+        a=Inline(actor),
+        latest=latest_change if latest else sql.SQL(""),
+    )
 
 
 def _as_labels(values: object) -> LabelArray:
@@ -253,36 +267,46 @@ class PgVectors:
         return sorted(hits, key=lambda h: (-h[1], h[0]))
 
     def search_with_queue(
-        self, actor: str, model: str, vector: FloatMatrix, k: int
-    ) -> tuple[list[tuple[int, float]], list[int]]:
-        """``search_vectors`` and the actor's labels still queued for ``model``, read together.
+        self, actor: str, model: str, vector: FloatMatrix, k: int, latest: bool = False
+    ) -> tuple[list[tuple[int, float]], list[int], int | None]:
+        """``search_vectors`` and the actor's labels still queued for ``model``, read together, and
+        (``latest``) the seq of the actor's latest text change, read with them (None: not read).
 
         One statement sees one snapshot, so a memory is either found by the search or queued,
         never neither (the semantic/salience hand-over of ``lanes.retrieval.rank``), and the
-        retrieve pays one round trip for both instead of three (a queue read before and after).
+        retrieve pays one round trip for both instead of three (a queue read before and after);
+        the latest change saves the lexical lane's catch-up read when nothing changed.
         """
         dim = self._models.indexed_dim(model)
         kind = None if dim is None else index_type(dim)
         if dim is None or kind is None or k <= 0:
             rows = self._db.rows("SELECT label FROM embed_queue WHERE model = %s AND actor = %s", [model, actor])
-            return self.search_vectors(actor, model, vector, k), [int(r[0]) for r in rows]
+            return self.search_vectors(actor, model, vector, k), [int(r[0]) for r in rows], None
         k = int(k)
         q = PgVector(np.asarray(vector, dtype=np.float32).reshape(-1))
         try:
             found = self._db.rows_with_literals(
-                ("search+queue", model, dim, actor, k),
-                lambda: _search_and_queue(kind, dim, model, actor, k),
+                ("search+queue", model, dim, actor, k, latest),
+                lambda: _search_and_queue(kind, dim, model, actor, k, latest),
                 {"q": q},
                 binary=True,
             )
         except StoreError:  # re-registered elsewhere with another dimension? look it up again next time
             self._models.forget_dim(model)
             raise
-        queued = [int(label) for label, _, is_queued in found if is_queued]
-        hits = [(int(label), float(score)) for label, score, is_queued in found if not is_queued]
+        hits: list[tuple[int, float]] = []
+        queued: list[int] = []
+        change: int | None = None
+        for label, score, is_queued in found:
+            if is_queued is None:  # the latest-change row
+                change = int(label)
+            elif is_queued:
+                queued.append(int(label))
+            else:
+                hits.append((int(label), float(score)))
         if len(hits) < k:  # a tiny actor among big ones: the exact search (search_vectors' own fallback)
-            return self.search_vectors(actor, model, vector, k), queued
-        return sorted(hits, key=lambda h: (-h[1], h[0])), queued
+            return self.search_vectors(actor, model, vector, k), queued, change
+        return sorted(hits, key=lambda h: (-h[1], h[0])), queued, change
 
     def vector_scores(self, actor: str, model: str, vector: FloatMatrix, labels: Sequence[int]) -> dict[int, float]:
         """Cosine of ``vector`` with each labelled vector the actor has (labels without one are left out)."""

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from ._common import write_results
+from ._common import RESULTS, write_results
 from .reliability_catalog import ELSEWHERE, FINDINGS, OBSERVATIONS, SUITES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -166,6 +166,7 @@ def render(cases: list[dict[str, Any]], records: list[dict[str, Any]], total: fl
         if ran == "no record":  # a suite whose tests record nothing: how many of them ran
             ran = f"{len(mine)} tests, {sum(c['outcome'] == 'passed' for c in mine)} passed"
         lines.append(f"| {title} | {ran} | {seconds:.0f} | {result} |")
+    lines += soak_rows(RESULTS)
     for suite, title, file, what in SUITES:
         lines += ["", f"## {title}", "", f"`{ELSEWHERE.get(file, f'tests/reliability/{file}')}`: {what}", ""]
         for case in (c for c in cases if c["file"] == file):
@@ -214,6 +215,33 @@ def render(cases: list[dict[str, Any]], records: list[dict[str, Any]], total: fl
             ]
     lines += ["", "## Observations (not failures)", "", OBSERVATIONS]
     return "\n".join(lines)
+
+
+DEFAULT_MIX = "page 70% / remember 20% / forget 5% / recall 5%"  # a soak recorded before --mix existed
+
+
+def soak_rows(results: Path) -> list[str]:
+    """Rows for the soaks (issue 24 item 1) from their recorded results: an hour of load is not part
+    of this suite's run (``python -m benchmarks.bench_soak``), so each row says when it was measured."""
+    rows = []
+    for path in sorted(results.glob("soak_*.json")):
+        data = json.loads(path.read_text())
+        params, goals, kept = data["params"], data["goals"], data["durability"]
+        calls = sum(data["calls"].values())
+        passed = [name for name, goal in goals.items() if goal["pass"]]
+        failed = [name.replace("_", " ") for name, goal in goals.items() if not goal["pass"]]
+        rss = goals["rss_growth_after_warmup"]
+        grew = rss.get("kib_per_added_memory")  # a mix that grows the store: RSS grows with its data
+        ran = (
+            f"`{path.stem}` ({data['date']}): {data['store']}, {params['minutes']:g} min, "
+            f"{params['clients']} clients, {params.get('mix', DEFAULT_MIX)}, {params.get('prefill', 0)} prefilled; "
+            f"{calls:,} calls, {data['errors_total']} errors; {kept['acknowledged_remembers']:,} acknowledged "
+            f"remembers and {kept['acknowledged_forgets']:,} forgets checked, {kept['missing']} missing; "
+            f"RSS growth {rss['value']:+.1%}" + (f" ({grew:.1f} KiB per memory the store gained)" if grew else "")
+        )
+        verdict = f"{len(passed)} of {len(goals)} goals met" + (f"; not met: {', '.join(failed)}" if failed else "")
+        rows.append(f"| Soak (issue 24 item 1), recorded run | {ran} | {params['minutes'] * 60:.0f} | {verdict} |")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:

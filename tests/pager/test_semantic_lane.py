@@ -72,11 +72,12 @@ def test_churn_then_reopen_every_live_item_finds_itself(store_path: Path) -> Non
         # HNSW is approximate: in a cluster of near-duplicates (these texts share six words from a
         # set of six) a walk now and then misses its own node: measured, 1 miss in 48,000 searches
         # (24 runs), and this test failed in about 1 run of 15. A missed item must still be in the
-        # graph and reachable.
+        # graph and reachable: a wider walk (k = 500 makes hnswlib search with ef 500) finds it. At
+        # k = 50 a miss once stayed missed (a make test run, 2026-11-26): 50 is within one near-duplicate cluster.
         assert len(missed) <= 2, f"{len(missed)} of {len(live_labels)} live items did not find themselves"
         for label in missed:
             vector = vectors[labels.tolist().index(label)]
-            assert label in [lab for lab, _ in p.semantic.search_vector(vector, 50)]
+            assert label in [lab for lab, _ in p.semantic.search_vector(vector, 500)]
             returned.add(label)
         # every label the index ever returned is a live memory of neo's in the store
         memories = p.store.get_many("neo", sorted(returned))

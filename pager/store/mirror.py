@@ -380,6 +380,7 @@ class ActorTable:
         only: Iterable[int] | None = None,
     ) -> list[tuple[int, float]]:
         """The salience score of ``pager.salience`` over current memories, best first."""
+        now = params.now.timestamp()
         with self.lock:
             if only is not None:
                 rows = self.rows.rows_of(np.fromiter(only, np.int64))
@@ -393,7 +394,7 @@ class ActorTable:
             wanted = np.zeros(len(TYPES), bool)  # a lookup by type code: np.isin costs more on every page
             wanted[[TYPE_CODE[t] for t in types]] = True
             keep = wanted[code] & ~num["superseded"][rows]
-            keep &= ~(num["valid_until"][rows] <= params.now.timestamp())  # NaN (no expiry) compares False
+            keep &= ~(num["valid_until"][rows] <= now)  # NaN (no expiry) compares False
             rows, code = rows[keep], code[keep]  # only what can rank is read further (a page asks ~100 rows)
             if rows.size == 0:
                 return []
@@ -402,7 +403,6 @@ class ActorTable:
             # a term whose weight is 0 (the prior's access and strength) is not read: adding 0.0 changes no score
             strength = (num["strength"][rows], num["confidence"][rows]) if params.w_strength else None
             accesses = num["access_count"][rows] if params.w_access else None
-        now = params.now.timestamp()
         half = np.array([params.half_life_days.get(t, params.default_half_life_days) for t in TYPES])
         age_days = np.maximum(0.0, now - created) / 86400.0
         score = params.w_recency * np.power(0.5, age_days / half[code]) + params.w_importance * importance

@@ -80,7 +80,8 @@ class State:
         # per term: postings in use, live documents, and postings of dead rows not yet dropped
         self.npost, self.df, self.dead = (np.zeros(len(terms), np.int64) for _ in range(3))
         # per term: an upper bound of tf / norm over its postings, valid at any length scale at or
-        # above bound_scale (0: not computed yet); kept by ``index.lexical_topk``, raised on append
+        # above bound_scale (0: not computed yet; -1: computed at scale 0, b = 0); kept by
+        # ``index.lexical_topk``, raised on append
         self.bound_ratio, self.bound_scale = np.zeros(len(terms)), np.zeros(len(terms))
         self.bound_base = 0.0  # the k1 * (1 - b) the ratios were computed with
         self.tf_columns: dict[int, npt.NDArray[np.uint8]] = {}  # common terms' tf per row (lexical_topk)

@@ -11,10 +11,10 @@ top k (ties broken by label) is exactly the full scan's.
 The bound: a term's contribution to a document is ``fl(fl(tf / norm) * w)``, ``w = idf * (k1 + 1)``,
 ``norm = fl(fl(fl(dl * scale) + base) + tf)`` with ``scale = k1 * b / avgdl``, ``base = k1 * (1 - b)``.
 Each term keeps ``ratio``, the largest ``fl(tf / norm)`` over its postings computed at a scale
-``s0`` (``State.bound_ratio``/``bound_scale``): rounding is monotone, so at any scale >= ``s0`` no
-posting's ``fl(tf / norm)`` exceeds it and no contribution exceeds ``ub = fl(ratio * w)``. A score
-is the float sum of its terms' contributions in query-term order, and a float sum is monotone in
-each operand, so the float sum of ``ub`` over the terms not taken, in the same order, bounds every
+``s0`` (``State.bound_ratio``/``bound_scale``; ``_AT_ZERO`` for ``s0 = 0``): rounding is monotone,
+so at any scale >= ``s0`` no posting's ``fl(tf / norm)`` exceeds it and no contribution exceeds
+``ub = fl(ratio * w)``. A score is the float sum of its terms' contributions in query-term order,
+and a float sum is monotone in each operand, so the float sum of ``ub`` over the terms not taken, in the same order, bounds every
 unseen document. ``s0`` is set a little below the scale of the moment, so the bound survives the
 small drifts of avgdl that writes cause; appending postings raises ``ratio`` to cover them
 (``raise_bounds``); dropping postings leaves it a valid, if looser, bound.
@@ -51,6 +51,10 @@ _PRUNE_FROM_ROWS = 262_144
 _COLUMN_SHARE = 1 / 64  # a term in more than this share of rows gets a tf column ...
 _COLUMNS = 32  # ... up to this many per index (a byte per row each)
 _SATURATED = 255  # a tf column's largest value: the exact tf is then read from the postings
+# ``bound_scale`` of a ratio computed at scale 0 (b = 0): 0 itself means "not computed yet", and
+# any scale a search can have (>= 0) is at or above it. Without it, b = 0 recomputed every bound
+# on every search (a pass over each query term's postings: ~0.75 ms a query at 1M memories).
+_AT_ZERO = -1.0
 
 
 class Postings(Protocol):
@@ -206,12 +210,12 @@ def on_postings(state: Postings, tids: Int64s, rows: Int64s, tf: Int64s) -> None
                 column = state.tf_columns[term] = _grown(column, int(rows[mine].max()) + 1)
             column[rows[mine]] = np.minimum(tf[mine], _SATURATED)
     scale = state.bound_scale[tids]
-    known = np.flatnonzero(scale > 0)
+    known = np.flatnonzero(scale != 0.0)
     if not len(known):
         return
     tf_known = tf[known].astype(np.float64)
     norm = state.doclen[rows[known]]
-    norm *= scale[known]
+    norm *= np.maximum(scale[known], 0.0)  # _AT_ZERO: computed at scale 0
     norm += state.bound_base
     norm += tf_known
     np.maximum.at(state.bound_ratio, tids[known], tf_known / norm)
@@ -224,15 +228,19 @@ def _bounds(state: Postings, ids: Sequence[int], postings: Sequence[Int32s], sca
         state.bound_base = base
     out = np.empty(len(ids), np.float64)
     for j, t in enumerate(ids):
-        if not 0.0 < state.bound_scale[t] <= scale:
+        known = state.bound_scale[t]
+        if known == 0.0 or known > scale:
             low = scale * (1.0 - 1e-3)  # headroom: valid until avgdl grows by 0.1%
             tf = postings[j][1].astype(np.float64)
-            norm = state.doclen[postings[j][0]]
-            norm *= low
-            norm += base
-            norm += tf
+            if low > 0.0:
+                norm = state.doclen[postings[j][0]]
+                norm *= low
+                norm += base
+                norm += tf
+            else:  # b = 0 (the default): lengths play no part, the bound holds at every scale
+                norm = tf + base
             state.bound_ratio[t] = float((tf / norm).max())
-            state.bound_scale[t] = low
+            state.bound_scale[t] = low if low > 0.0 else _AT_ZERO
         out[j] = state.bound_ratio[t]
     return out
 

@@ -107,3 +107,24 @@ def test_bounds_follow_appends_that_raise_them() -> None:
         assert top == reference(index, "alpha frost", 1, [])[0] and top[0][0] == 1000
         index.add(list(range(2000, 2300)), ["ember " * 40] * 300)  # avgdl grows past the bound's scale
         assert index.search_scored("alpha frost ember", 7, []) == reference(index, "alpha frost ember", 7, [])
+
+
+def test_bounds_at_b_zero_are_computed_once_and_follow_appends() -> None:
+    """With b = 0 (the default) lengths play no part, the length scale is 0, and a bound computed
+    there holds at every scale: it is kept (it was recomputed on every search), and an append that
+    raises it (a higher tf) still raises it, so the document is found."""
+    filler = " ".join(WORDS[1:5] * 3)
+    index = LexicalIndex()  # the default k1 = 0.6, b = 0
+    index.add(list(range(300)), [f"alpha {filler}"] * 30 + [f"frost {filler}"] * 20 + [filler] * 250)
+    state = index._state
+    with pruning_always():
+        assert index.search_scored("alpha frost", 3, []) == reference(index, "alpha frost", 3, [])
+        alpha = state.ids["alpha"]
+        kept = state.bound_scale[alpha], state.bound_ratio[alpha]
+        assert kept[0] != 0.0  # computed, and marked as computed
+        index.search_scored("alpha frost", 3, [])
+        assert (state.bound_scale[alpha], state.bound_ratio[alpha]) == kept  # not recomputed
+        index.add([1000], ["alpha alpha alpha alpha"])
+        assert state.bound_ratio[alpha] > kept[1]  # the append raised it
+        top, _ = index.search_scored("alpha frost", 1, [])
+        assert top == reference(index, "alpha frost", 1, [])[0] and top[0][0] == 1000

@@ -14,8 +14,8 @@ Each term keeps ``ratio``, the largest ``fl(tf / norm)`` over its postings compu
 ``s0`` (``State.bound_ratio``/``bound_scale``; ``_AT_ZERO`` for ``s0 = 0``): rounding is monotone,
 so at any scale >= ``s0`` no posting's ``fl(tf / norm)`` exceeds it and no contribution exceeds
 ``ub = fl(ratio * w)``. A score is the float sum of its terms' contributions in query-term order,
-and a float sum is monotone in each operand, so the float sum of ``ub`` over the terms not taken, in the same order, bounds every
-unseen document. ``s0`` is set a little below the scale of the moment, so the bound survives the
+and a float sum is monotone in each operand, so the float sum of ``ub`` over the terms not taken,
+in the same order, bounds every unseen document. ``s0`` is set a little below the scale of the moment, so the bound survives the
 small drifts of avgdl that writes cause; appending postings raises ``ratio`` to cover them
 (``raise_bounds``); dropping postings leaves it a valid, if looser, bound.
 

@@ -9,15 +9,15 @@ terms not taken could reach. Every such document then ranks below the k-th, tie 
 top k (ties broken by label) is exactly the full scan's.
 
 The bound: a term's contribution to a document is ``fl(fl(tf / norm) * w)``, ``w = idf * (k1 + 1)``,
-``norm = fl(fl(fl(dl * scale) + base) + tf)`` with ``scale = k1 * b / avgdl``, ``base = k1 * (1 - b)``.
-Each term keeps ``ratio``, the largest ``fl(tf / norm)`` over its postings computed at a scale
+``norm = fl(fl(fl(dl * scale) + base) + tf)`` with ``scale = k1 * b / avgdl``, ``base = k1 * (1 -
+b)``. Each term keeps ``ratio``, the largest ``fl(tf / norm)`` over its postings computed at a scale
 ``s0`` (``State.bound_ratio``/``bound_scale``; ``_AT_ZERO`` for ``s0 = 0``): rounding is monotone,
-so at any scale >= ``s0`` no posting's ``fl(tf / norm)`` exceeds it and no contribution exceeds
-``ub = fl(ratio * w)``. A score is the float sum of its terms' contributions in query-term order,
-and a float sum is monotone in each operand, so the float sum of ``ub`` over the terms not taken,
-in the same order, bounds every unseen document. ``s0`` is set a little below the scale of the moment, so the bound survives the
-small drifts of avgdl that writes cause; appending postings raises ``ratio`` to cover them
-(``raise_bounds``); dropping postings leaves it a valid, if looser, bound.
+so at any scale >= ``s0`` no posting's ``fl(tf / norm)`` exceeds it and no contribution exceeds ``ub
+= fl(ratio * w)``. A score is the float sum of its terms' contributions in query-term order, and a
+float sum is monotone in each operand, so the float sum of ``ub`` over the terms not taken, in the
+same order, bounds every unseen document. ``s0`` is set a little below the scale of the moment, so
+the bound survives the small drifts of avgdl that writes cause; appending postings raises ``ratio``
+to cover them (``raise_bounds``); dropping postings leaves it a valid, if looser, bound.
 
 Scores are computed operation for operation as ``lexquery.bm25`` does (same constants, same
 order, summed term by term in query order from 0.0), so they are bit-identical to the full scan's.

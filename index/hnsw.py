@@ -78,6 +78,7 @@ class _State:
     live: BoolArray  # row -> label currently served from this row
     rows: LabelRows  # live label -> row
     size: int = 0  # rows used so far (live + tombstones) == hnswlib's element count
+    ef: int = 0  # the search width set on ``graph`` (``HnswIndex._tune``)
 
     @property
     def deleted(self) -> int:
@@ -124,6 +125,7 @@ class HnswIndex:
         M: int = 16,
         ef_construction: int = 200,
         ef: int = 128,  # recall@10 0.97 at 100k real MiniLM vectors (0.93 at 64) for +0.03 ms
+        ef_per_million: int = 0,  # ef grows with the live rows: at least this much per million
         max_deleted_share: float = 0.2,
         initial_capacity: int = 1024,
         exact_below: int = 1024,
@@ -134,6 +136,7 @@ class HnswIndex:
             _check_int(name, value, low)
         for name, value, low in (
             ("ef", ef, 1),
+            ("ef_per_million", ef_per_million, 0),
             ("initial_capacity", initial_capacity, 1),
             ("exact_below", exact_below, 0),
         ):
@@ -141,6 +144,7 @@ class HnswIndex:
         if not 0.0 < max_deleted_share < 1.0:
             raise ConfigError(f"HnswIndex max_deleted_share must be in (0, 1), got {max_deleted_share!r}")
         self._dim, self._M, self._ef_construction, self._ef = dim, M, ef_construction, ef
+        self._ef_per_million = ef_per_million
         self._max_deleted_share = max_deleted_share
         self._initial_capacity = initial_capacity
         self._exact_below = exact_below
@@ -172,7 +176,38 @@ class HnswIndex:
         _check_int("ef", value, 1)
         with self._rw.write():  # hnswlib reads ef during every search
             self._ef = value
-            self._state.graph.set_ef(value)
+            self._tune(self._state)
+
+    @property
+    def ef_per_million(self) -> int:
+        return self._ef_per_million
+
+    @ef_per_million.setter
+    def ef_per_million(self, value: int) -> None:
+        _check_int("ef_per_million", value, 0)
+        with self._rw.write():
+            self._ef_per_million = value
+            self._tune(self._state)
+
+    @property
+    def search_ef(self) -> int:
+        """The search width in use: ``ef``, or more for a large index (``ef_per_million``)."""
+        return self._state.ef
+
+    def _tune(self, state: _State) -> None:
+        """Set the graph's search width for its live rows. Caller holds the write lock (or owns a
+        state no search sees yet).
+
+        A graph of fixed M recalls less as it grows: on 384-d MiniLM-like vectors recall@10 at
+        ef 128 is 0.99 at 100k but 0.84 at 1M, where ef 512 gives 0.95
+        (benchmarks/results/scale.md). So ef grows in proportion to the live rows past
+        ``ef_per_million``'s share, and a small index keeps ``ef``.
+        """
+        target = max(self._ef, -(-self._ef_per_million * len(state.rows) // 1_000_000))
+        if target != state.ef:
+            with _hnswlib("set the search width"):
+                state.graph.set_ef(target)
+            state.ef = target
 
     def __len__(self) -> int:
         return len(self._state.rows)
@@ -252,6 +287,7 @@ class HnswIndex:
         for row in old[old >= 0].tolist():
             self._tombstone(state, row)
         state.rows.set_many(labels, rows)
+        self._tune(state)
 
     def _tombstone(self, state: _State, row: int) -> None:
         with _hnswlib("delete a vector"):
@@ -280,6 +316,7 @@ class HnswIndex:
                 row = state.rows.pop(label, None)
                 if row is not None:
                     self._tombstone(state, row)
+            self._tune(state)
 
     def rebuild(self) -> None:
         """Compact into a fresh graph from the live vectors, purging tombstones and their bytes."""
@@ -299,14 +336,15 @@ class HnswIndex:
         graph = hnswlib.Index(space="ip", dim=self._dim)  # on unit vectors (``_unit``): cosine
         with _hnswlib("create the index"):
             graph.init_index(max_elements=capacity, M=self._M, ef_construction=self._ef_construction)
-            graph.set_ef(self._ef)
-        return _State(
+        state = _State(
             graph=graph,
             vectors=MemoryRows(np.zeros((capacity, self._dim), np.float32)),
             row_labels=np.zeros(capacity, np.int64),
             live=np.zeros(capacity, bool),
             rows=LabelRows(),
         )
+        self._tune(state)
+        return state
 
     # -- search ---------------------------------------------------------------------------------
     def search(self, vector: FloatMatrix, k: int, allow: frozenset[int] | None = None) -> list[tuple[int, float]]:
@@ -468,14 +506,14 @@ class HnswIndex:
         capacity = max(n + 1024, n * 5 // 4, 1)  # headroom: the first add after opening does not resize
         checked = hnsw_load.check(directory, manifest, self._dim, resident=n <= self._resident_max_rows)
         graph = self._graph_of(checked, capacity)
-        with _hnswlib(f"load {checked.graph}"):
-            graph.set_ef(self._ef)  # hnswlib does not save ef
         if graph.element_count != n:
             raise IndexStale(f"{checked.graph} holds {graph.element_count} rows, the manifest says {n}; rebuild it")
         labels, live = checked.labels, checked.live
         rows = LabelRows()
         rows.set_many(labels[live], np.flatnonzero(live))
-        return _State(graph, checked.rows(capacity), _padded(labels, capacity), _padded(live, capacity), rows, n)
+        state = _State(graph, checked.rows(capacity), _padded(labels, capacity), _padded(live, capacity), rows, n)
+        self._tune(state)  # hnswlib does not save ef
+        return state
 
     def _graph_of(self, checked: hnsw_load.Checked, capacity: int) -> Any:
         """hnswlib's graph of a checked save: restored from its state (``hnsw_state``), or read with

@@ -161,6 +161,10 @@ class PagerConfig:
     hnsw_m: int = 16
     hnsw_ef_construction: int = 200
     hnsw_ef: int = 128
+    # ... and grows with the graph, to at least this much per million live vectors: a graph of
+    # fixed M recalls less as it grows (recall@10 at ef 128: 0.99 at 100k, 0.84 at 1M; ef 512
+    # gives 0.95 there, 640 0.96: benchmarks/results/scale.md). 0: ef stays hnsw_ef at any size.
+    hnsw_ef_per_million: int = 600
     hnsw_max_deleted_share: float = 0.2  # rebuild the graph once tombstones exceed this share
     # erasure: a hard forget takes the memory out of every lane at once; the bytes left in the
     # files (store file, saved indexes) are erased by a background pass this many seconds after
@@ -230,6 +234,9 @@ class PagerConfig:
         every = self.identity_every_turns
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ConfigError(f"identity_every_turns must be an integer >= 0 (0: never), got {every!r}")
+        per_million = self.hnsw_ef_per_million
+        if isinstance(per_million, bool) or not isinstance(per_million, int) or per_million < 0:
+            raise ConfigError(f"hnsw_ef_per_million must be an integer >= 0 (0: a fixed ef), got {per_million!r}")
         if isinstance(self.embed_workers, bool) or not isinstance(self.embed_workers, int) or self.embed_workers < 0:
             raise ConfigError(f"embed_workers must be an integer >= 0, got {self.embed_workers!r}")
         for flag in ("defer_model_load", "adopt_embedder"):

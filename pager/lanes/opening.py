@@ -43,6 +43,7 @@ def open_lanes(
             M=config.hnsw_m,
             ef_construction=config.hnsw_ef_construction,
             ef=config.hnsw_ef,
+            ef_per_million=config.hnsw_ef_per_million,
             max_deleted_share=config.hnsw_max_deleted_share,
         )
         lexical = LexicalLane(  # actor_index_dir

@@ -104,8 +104,9 @@ class SemanticLane:
         ef: int = 128,  # recall@10 0.97 at 100k real vectors (0.93 at 64), +0.03 ms
         max_deleted_share: float = 0.2,
         store_id: str = "",
+        ef_per_million: int = 0,  # ef grows with the graph (PagerConfig.hnsw_ef_per_million)
     ) -> None:
-        self._graph = (M, ef_construction, ef)
+        self._graph = (M, ef_construction, ef, ef_per_million)
         self._max_deleted_share = max_deleted_share
         self.store = store
         self.actor = actor
@@ -131,8 +132,15 @@ class SemanticLane:
             return _Unbuilt()
         from mempager.index.hnsw import HnswIndex  # lazily: `import mempager` stays free of hnswlib
 
-        m, ef_construction, ef = self._graph
-        return HnswIndex(dim, M=m, ef_construction=ef_construction, ef=ef, max_deleted_share=self._max_deleted_share)
+        m, ef_construction, ef, per_million = self._graph
+        return HnswIndex(
+            dim,
+            M=m,
+            ef_construction=ef_construction,
+            ef=ef,
+            ef_per_million=per_million,
+            max_deleted_share=self._max_deleted_share,
+        )
 
     def _known_dim(self) -> int | None:
         """The embedder's width, or None while a forced embedder that is down has not told it yet."""

@@ -147,6 +147,30 @@ def test_ef_can_be_tuned_and_survives_a_load(tmp_path: Path, make_vectors: MakeV
     assert again.ef == 77 and again.M == 16 and again.ef_construction == 200
 
 
+def test_search_width_grows_with_the_live_rows_and_reaches_hnswlib(tmp_path: Path, make_vectors: MakeVectors) -> None:
+    """ef_per_million: a large graph searches wider (recall falls as a graph of fixed M grows),
+    rounded up, never below ef; it follows adds, removes, a new floor, a rebuild and a load."""
+    index = HnswIndex(8, ef=10, ef_per_million=200_000)  # 0.2 per live row
+    assert index.search_ef == 10
+    index.add(np.arange(101), make_vectors(101, 8))
+    assert index.search_ef == 21 == index._state.graph.ef  # ceil(101 * 0.2), set in hnswlib itself
+    index.remove(range(60))
+    assert index.search_ef == 10  # 41 live rows: the floor
+    index.ef = 5
+    assert index.search_ef == 9  # ceil(41 * 0.2)
+    index.add(np.arange(200, 300), make_vectors(100, 8, seed=3))
+    index.rebuild()
+    assert index.search_ef == 29 == index._state.graph.ef  # 141 live rows
+    index.save(tmp_path)
+    again = HnswIndex(8, ef=10, ef_per_million=1_000_000)
+    again.load(tmp_path)
+    assert again.search_ef == 141 == again._state.graph.ef  # the loader's own setting, for the rows it read
+    again.ef_per_million = 0
+    assert again.search_ef == 10 == again._state.graph.ef
+    with pytest.raises(ConfigError, match="ef_per_million"):
+        HnswIndex(8, ef_per_million=-1)
+
+
 def test_meta_is_saved_checked_and_adopted(tmp_path: Path, make_vectors: MakeVectors) -> None:
     index = HnswIndex(8, meta={"model": "st:all-MiniLM-L6-v2", "actor": "neo"})
     index.add(np.arange(5), make_vectors(5, 8))

@@ -201,6 +201,8 @@ def test_page_report_explains_cuts(hash_pager) -> None:  # type: ignore[no-untyp
         ("hnsw_ef_construction", 0),
         ("hnsw_ef", -3),
         ("hnsw_ef", True),
+        ("hnsw_ef_per_million", -1),
+        ("hnsw_ef_per_million", 1.5),
         ("hnsw_max_deleted_share", 0.0),
         ("hnsw_max_deleted_share", 1.5),
         ("hnsw_max_deleted_share", "0.2"),
@@ -236,6 +238,7 @@ def test_hnsw_and_retry_settings_reach_the_lane_and_the_workers(store_path: Path
         hnsw_ef_construction=40,
         hnsw_ef=77,
         hnsw_max_deleted_share=0.5,
+        hnsw_ef_per_million=5_000_000,
         embed_max_attempts=2,
         embed_backoff_seconds=0.5,
         embed_max_backoff_seconds=4.0,
@@ -245,6 +248,7 @@ def test_hnsw_and_retry_settings_reach_the_lane_and_the_workers(store_path: Path
         assert p.sync(timeout=30)
         index = p.semantic.index
         assert (index.M, index.ef_construction, index.ef) == (8, 40, 77)
+        assert (index.ef_per_million, index.search_ef) == (5_000_000, 100)  # 5 per live vector
         assert (p.workers.max_attempts, p.workers.backoff, p.workers.max_backoff) == (2, 0.5, 4.0)
         uris = p.recall(limit=20)
         for memory in uris[:9]:  # 45% deleted: under the configured 50%, so no rebuild yet

@@ -101,10 +101,15 @@ def search_scored(
     ids = [t for t in dict.fromkeys(state.ids.get(x, -1) for x in terms) if t >= 0 and state.df[t] > 0]
     if not ids:
         return [], dict.fromkeys(wanted, 0.0)
-    rows = {label: state.label_row.get(label) for label in wanted}
+    want = np.fromiter(wanted, np.int64, len(wanted))
+    at = state.label_row.rows_of(want)  # -1: no live row
+
+    def of(row_scores: Floats) -> dict[int, float]:
+        return dict(zip(want.tolist(), np.where(at >= 0, row_scores[np.maximum(at, 0)], 0.0).tolist(), strict=True))
+
     if state.nrows < _PRUNE_FROM_ROWS:  # one pass over every row answers both
         ranked_all, every = _full_scan(state, terms, k, k1, b)
-        return ranked_all, {label: 0.0 if row is None else float(every[row]) for label, row in rows.items()}
+        return ranked_all, of(every)
     n_docs, total_len = len(state.label_row), state.total_len
     dfs = state.df[ids].astype(np.float64)
     weights = np.log1p((n_docs - dfs + 0.5) / (dfs + 0.5)) * (k1 + 1.0)  # as bm25 computes them
@@ -115,10 +120,12 @@ def search_scored(
     if k > 0:
         top, full = _top(state, scorer, _bounds(state, ids, postings, scale, base) * weights, k, terms, k1, b)
         if full is not None:  # the pruning gave way to a full pass: it has every score
-            return top, {label: 0.0 if row is None else float(full[row]) for label, row in rows.items()}
-    known = np.unique(np.fromiter((r for r in rows.values() if r is not None), np.int64))
-    got = dict(zip(known.tolist(), scorer.score(known).tolist(), strict=True))
-    return top, {label: 0.0 if row is None else got[row] for label, row in rows.items()}
+            return top, of(full)
+    held = at >= 0
+    known = np.unique(at[held])
+    got = np.zeros(len(at), np.float64)
+    got[held] = scorer.score(known)[np.searchsorted(known, at[held])]
+    return top, dict(zip(want.tolist(), got.tolist(), strict=True))
 
 
 class _Scorer:
@@ -136,13 +143,33 @@ class _Scorer:
         self.postings, self.weights, self.doclen = postings, weights, doclen
         self.scale, self.base, self.columns = scale, base, columns
 
-    def score(self, rows: Int64s) -> Floats:
-        """BM25 of ``rows`` (ascending, distinct: the look-ups rely on both)."""
+    def contribution(self, term: int, rows: Int64s, tf: Floats) -> Floats:
+        """Term ``term``'s part of the BM25 of ``rows``, which hold it ``tf`` times (``tf`` is
+        overwritten): the very operations ``score`` does for it."""
+        norm = self.doclen[rows]
+        norm *= self.scale
+        norm += self.base
+        norm += tf
+        np.divide(tf, norm, out=tf)
+        tf *= self.weights[term]
+        return tf
+
+    def score(
+        self, rows: Int64s, own: int = -1, own_part: Floats | None = None, absent: frozenset[int] = frozenset()
+    ) -> Floats:
+        """BM25 of ``rows`` (ascending, distinct: the look-ups rely on both). ``own``: a term every
+        row holds, whose part (``contribution``) is ``own_part``; ``absent``: terms no row holds.
+        Neither is looked up; the sum is the same, term by term in query order."""
         out = np.zeros(len(rows), np.float64)
         if not len(rows):
             return out
         needles = rows.astype(np.int32)  # the postings' own type: searchsorted would copy them otherwise
-        for post, weight, column in zip(self.postings, self.weights, self.columns, strict=True):
+        for term, (post, weight, column) in enumerate(zip(self.postings, self.weights, self.columns, strict=True)):
+            if term == own and own_part is not None:
+                out += own_part
+                continue
+            if term in absent:
+                continue
             if column is None:
                 hit, tf = _lookup(post, needles)
             else:
@@ -248,18 +275,27 @@ def _bounds(state: Postings, ids: Sequence[int], postings: Sequence[Int32s], sca
 def _top(
     state: Postings, scorer: _Scorer, bounds: Floats, k: int, terms: Sequence[str], k1: float, b: float
 ) -> tuple[list[tuple[int, float]], Floats | None]:
-    """The top ``k``; and every row's score when it took a full pass instead (else None)."""
+    """The top ``k``; and every row's score when it took a full pass instead (else None).
+
+    A row first met in term ``j``'s postings holds none of the terms taken before ``j`` (it would
+    have been met there): those are not looked up, and its part for ``j`` is read from ``j``'s own
+    postings, so only the terms not taken yet are looked up.
+    """
     ub = bounds.tolist()
     order = sorted(range(len(ub)), key=lambda j: -ub[j])  # the most a term can give first
     limit = _DENSE_SHARE * state.nrows
     cand, scores = np.empty(0, np.int64), np.empty(0, np.float64)
     for taken, j in enumerate(order, 1):
-        new = _live(state, scorer.postings[j][0])
+        post = scorer.postings[j]
+        live = state.alive[post[0]]
+        new, tf = post[0][live].astype(np.int64), post[1][live].astype(np.float64)
         if len(cand):
-            new = new[~_sorted_has(cand, new)]
+            fresh = ~_sorted_has(cand, new)
+            new, tf = new[fresh], tf[fresh]
         if len(cand) + len(new) > limit:  # one pass over every row is cheaper than this many look-ups
             return _full_scan(state, terms, k, k1, b)
-        cand, scores = _merge(cand, scores, new, scorer.score(new))
+        part = scorer.contribution(j, new, tf)
+        cand, scores = _merge(cand, scores, new, scorer.score(new, j, part, frozenset(order[: taken - 1])))
         # Every document not yet scored holds only terms not taken, so it scores at most the float
         # sum (in query order) of their bounds: once that is below the k-th best, the top k is known.
         if taken < len(order) and len(cand) >= k and _sum_in_order(ub, order[taken:]) < _kth(scores, k):
@@ -286,11 +322,6 @@ def _merge(rows: Int64s, scores: Floats, more: Int64s, more_scores: Floats) -> t
     merged = np.concatenate([rows, more])
     order = np.argsort(merged, kind="stable")
     return merged[order], np.concatenate([scores, more_scores])[order]
-
-
-def _live(state: Postings, rows: Int32s) -> Int64s:
-    out: Int64s = rows[state.alive[rows]].astype(np.int64)
-    return out
 
 
 def _kth(scores: Floats, k: int) -> float:

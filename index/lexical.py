@@ -331,11 +331,9 @@ class LexicalIndex:
         if self.episodes is None:
             return
         with self._write_lock, self._lock:
-            self._place(labels, times)
+            self._place(np.asarray(labels, np.int64).tolist(), np.asarray(times, np.float64).tolist())
 
-    def _place(
-        self, labels: Sequence[int] | npt.NDArray[np.int64], times: Sequence[float] | npt.NDArray[np.float64]
-    ) -> None:
+    def _place(self, labels: list[int], times: list[float]) -> None:
         assert self.episodes is not None
         lab = np.asarray(labels, np.int64)
         t = np.asarray(times, np.float64)

@@ -35,7 +35,7 @@ def slug(text: str) -> str:
     return f"{readable}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"
 
 
-_HEX = np.full(256, -1, np.int8)
+_HEX = np.full(256, -1, np.int64)
 _HEX[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16)
 _HEX[np.frombuffer(b"ABCDEF", np.uint8)] = np.arange(10, 16)
 
@@ -43,11 +43,8 @@ _HEX[np.frombuffer(b"ABCDEF", np.uint8)] = np.arange(10, 16)
 def digests(hashes: Sequence[str | None]) -> npt.NDArray[np.int64]:
     """``digest`` of each content hash, vectorised for the hex sha256 ones the store writes."""
     values = np.array([h or "" for h in hashes], dtype="S15")
-    nibbles = _HEX[values.view(np.uint8).reshape(len(values), 15)] if len(values) else np.zeros((0, 15), np.int8)
-    out = np.zeros(len(values), np.int64)
-    for column in nibbles.T:  # 15 passes of shift-and-or: an int64 matmul (no BLAS) cost ~5x more
-        out <<= 4
-        out |= column
+    nibbles = _HEX[values.view(np.uint8).reshape(len(values), 15)] if len(values) else np.zeros((0, 15), np.int64)
+    out: npt.NDArray[np.int64] = nibbles @ (16 ** np.arange(14, -1, -1, dtype=np.int64))
     for i in np.flatnonzero((nibbles < 0).any(axis=1)).tolist():  # not hex: rare, one by one
         out[i] = digest(hashes[i])
     return out

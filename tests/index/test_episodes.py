@@ -143,22 +143,3 @@ def test_bulk_batches_merge_into_the_order_with_ties(newer_labels: bool) -> None
     items.update({x: (t, 2.0) for x, t in zip(moved, times, strict=True)})
     check(ep, items)
     assert ep.labels().tolist() == sorted(items, key=lambda x: (items[x][0], x))
-
-
-@pytest.mark.parametrize("times_sorted", [True, False])
-def test_a_bulk_batch_already_in_label_and_time_order_merges_as_any_other(times_sorted: bool) -> None:
-    """A store hands memories over in label order, usually in time order too (the merge then skips
-    its sorts); the result is the one-by-one order either way, equal times included."""
-    rng = np.random.default_rng(11)
-    labels = np.arange(5, 5 + 700, dtype=np.int64)
-    times = np.sort(rng.integers(0, 300, len(labels))).astype(float)  # many equal times
-    if not times_sorted:
-        times = rng.permutation(times)
-    lengths = rng.integers(1, 9, len(labels)).astype(float)
-    bulk, single = Episodes(ContextConfig(2, 0.5, GAP)), Episodes(ContextConfig(2, 0.5, GAP))
-    bulk.add(labels, times, lengths)
-    for x, t, n in zip(labels.tolist(), times.tolist(), lengths.tolist(), strict=True):
-        single.add([x], [t], [n])
-    items = {x: (t, n) for x, t, n in zip(labels.tolist(), times.tolist(), lengths.tolist(), strict=True)}
-    check(bulk, items)
-    assert bulk.labels().tolist() == single.labels().tolist() == sorted(items, key=lambda x: (items[x][0], x))

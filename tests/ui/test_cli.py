@@ -90,7 +90,7 @@ def test_ui_binds_loopback_only_and_prints_a_link_that_signs_in(
         assert stranger.get("/login?token=" + "x" * len(token)).status_code == 401
     proc.send_signal(signal.SIGINT)  # Ctrl-C: uvicorn shuts down, then the CLI exits as on any interrupt
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and "interrupted" in err, err
+    assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)  # the status tells a signal death
     assert token not in err  # printed once on stdout, never logged
     with mempager.open(tmp_path / "s.duckdb", actor="neo", config=PagerConfig(embedder="hash")) as p:
         assert p.stats()["memories"] == 0  # the store was let go of: it opens here

@@ -61,6 +61,9 @@ def _spawn(started: list[subprocess.Popen[str]], store: Path, *argv: str, **env:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as at a terminal: a runner that ignores SIGINT (a test worker can) passes that on,
+        # and a CLI started with SIGINT ignored rightly keeps ignoring it (it then exited 0)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     started.append(proc)
     return proc

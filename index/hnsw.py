@@ -23,26 +23,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import shutil
 import threading
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import hnswlib
 import numpy as np
-import numpy.typing as npt
 
 from mempager.errors import ConfigError, DimensionMismatch, IndexStale, InvalidInput, NonFiniteVector
 from mempager.index import hnsw_file, hnsw_load
 from mempager.index import manifest as persist
-from mempager.index.hnsw_rows import RESIDENT_MAX_ROWS, MemoryRows, Rows
+from mempager.index.hnsw_graph import GraphState, ShortResult, Width, check_int, normalised, padded, top, translated
+from mempager.index.hnsw_rows import RESIDENT_MAX_ROWS, MemoryRows
 from mempager.index.labelmap import LabelRows
-from mempager.index.manifest import BoolArray, Manifest
+from mempager.index.manifest import Manifest
 from mempager.index.rwlock import RWLock
 from mempager.types import FloatMatrix, LabelArray, as_labels, as_vectors
 
@@ -51,68 +50,6 @@ KIND = "hnsw"
 _PREFIXES = ("hnsw", "rows", "vectors")  # vectors: the files of older saves (``hnsw_load``)
 _CHUNK = 4096  # rows added per write-lock hold, so searches interleave with a big load
 _SELECTIVE_SHARE = 0.05  # below this share of live rows, a filtered graph walk is slower than a scan
-
-
-class _ShortResult(Exception):
-    """hnswlib found fewer than k neighbours (not an error: we scan instead)."""
-
-
-@contextlib.contextmanager
-def _hnswlib(action: str) -> Iterator[None]:
-    """The one place hnswlib's RuntimeError is translated."""
-    try:
-        yield
-    except RuntimeError as exc:
-        if "contiguous 2D array" in str(exc) or "contigious 2D array" in str(exc):
-            raise _ShortResult(str(exc)) from exc
-        raise IndexStale(f"hnswlib failed to {action} ({exc}); rebuild the index from the store") from exc
-
-
-@dataclass(eq=False)
-class _State:
-    """Everything a search reads; rebuild and load swap a whole new one in."""
-
-    graph: Any  # hnswlib.Index, whose ids are our rows
-    vectors: Rows  # row -> unit vector; rows of removed or replaced labels are zero
-    row_labels: LabelArray  # row -> label (meaningful only where live)
-    live: BoolArray  # row -> label currently served from this row
-    rows: LabelRows  # live label -> row
-    size: int = 0  # rows used so far (live + tombstones) == hnswlib's element count
-    ef: int = 0  # the search width set on ``graph`` (``HnswIndex._tune``)
-
-    @property
-    def deleted(self) -> int:
-        return self.size - len(self.rows)
-
-    def snapshot(self) -> tuple[LabelArray, Iterator[FloatMatrix], BoolArray]:
-        blocks = (self.vectors.take(np.arange(lo, min(lo + 65_536, self.size))) for lo in range(0, self.size, 65_536))
-        return self.row_labels[: self.size], blocks, self.live[: self.size]
-
-
-def _check_int(name: str, value: object, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"HnswIndex {name} must be an integer >= {low}, got {value!r}")
-
-
-def _unit(matrix: FloatMatrix) -> FloatMatrix:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    out: FloatMatrix = np.zeros(matrix.shape, dtype=np.float32)
-    np.divide(matrix, norms, out=out, where=norms > 0)
-    return out
-
-
-def _padded(values: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:
-    return np.concatenate([values, np.zeros(capacity - len(values), values.dtype)])
-
-
-def _top(scores: FloatMatrix, labels: LabelArray, k: int) -> npt.NDArray[np.intp]:
-    """Positions of the k best, score descending then label ascending, ties at the cut included fairly."""
-    if k < scores.size:
-        cut = np.partition(scores, scores.size - k)[scores.size - k]
-        pool = np.flatnonzero(scores >= cut)
-    else:
-        pool = np.arange(scores.size)
-    return pool[np.lexsort((labels[pool], -scores[pool]))[:k]]
 
 
 class HnswIndex:
@@ -133,18 +70,18 @@ class HnswIndex:
         resident_max_rows: int = RESIDENT_MAX_ROWS,
     ) -> None:
         for name, value, low in (("dim", dim, 1), ("M", M, 2), ("ef_construction", ef_construction, 1)):
-            _check_int(name, value, low)
+            check_int(name, value, low)
         for name, value, low in (
             ("ef", ef, 1),
             ("ef_per_million", ef_per_million, 0),
             ("initial_capacity", initial_capacity, 1),
             ("exact_below", exact_below, 0),
         ):
-            _check_int(name, value, low)
+            check_int(name, value, low)
         if not 0.0 < max_deleted_share < 1.0:
             raise ConfigError(f"HnswIndex max_deleted_share must be in (0, 1), got {max_deleted_share!r}")
-        self._dim, self._M, self._ef_construction, self._ef = dim, M, ef_construction, ef
-        self._ef_per_million = ef_per_million
+        self._dim, self._M, self._ef_construction = dim, M, ef_construction
+        self._width = Width(ef, ef_per_million)
         self._max_deleted_share = max_deleted_share
         self._initial_capacity = initial_capacity
         self._exact_below = exact_below
@@ -169,45 +106,32 @@ class HnswIndex:
 
     @property
     def ef(self) -> int:
-        return self._ef
+        """The least search width; a large graph searches wider (``ef_per_million``)."""
+        return self._width.floor
 
     @ef.setter
     def ef(self, value: int) -> None:
-        _check_int("ef", value, 1)
-        with self._rw.write():  # hnswlib reads ef during every search
-            self._ef = value
-            self._tune(self._state)
+        check_int("ef", value, 1)
+        self._set_width(replace(self._width, floor=value))
 
     @property
     def ef_per_million(self) -> int:
-        return self._ef_per_million
+        return self._width.per_million
 
     @ef_per_million.setter
     def ef_per_million(self, value: int) -> None:
-        _check_int("ef_per_million", value, 0)
-        with self._rw.write():
-            self._ef_per_million = value
-            self._tune(self._state)
+        check_int("ef_per_million", value, 0)
+        self._set_width(replace(self._width, per_million=value))
 
     @property
     def search_ef(self) -> int:
-        """The search width in use: ``ef``, or more for a large index (``ef_per_million``)."""
+        """The search width in use (``hnsw_graph.Width``)."""
         return self._state.ef
 
-    def _tune(self, state: _State) -> None:
-        """Set the graph's search width for its live rows. Caller holds the write lock (or owns a
-        state no search sees yet).
-
-        A graph of fixed M recalls less as it grows: on 384-d MiniLM-like vectors recall@10 at
-        ef 128 is 0.99 at 100k but 0.84 at 1M, where ef 512 gives 0.95
-        (benchmarks/results/scale.md). So ef grows in proportion to the live rows past
-        ``ef_per_million``'s share, and a small index keeps ``ef``.
-        """
-        target = max(self._ef, -(-self._ef_per_million * len(state.rows) // 1_000_000))
-        if target != state.ef:
-            with _hnswlib("set the search width"):
-                state.graph.set_ef(target)
-            state.ef = target
+    def _set_width(self, width: Width) -> None:
+        with self._rw.write():  # hnswlib reads ef during every search
+            self._width = width
+            self._state.tune(width)
 
     def __len__(self) -> int:
         return len(self._state.rows)
@@ -271,14 +195,14 @@ class HnswIndex:
             raise NonFiniteVector("a vector holds NaN or infinity; it was not indexed")
         _, last_seen = np.unique(labels_arr[::-1], return_index=True)
         keep = np.sort(labels_arr.size - 1 - last_seen)
-        return labels_arr[keep], _unit(matrix[keep])
+        return labels_arr[keep], normalised(matrix[keep])
 
-    def _insert(self, state: _State, labels: LabelArray, unit: FloatMatrix, old: LabelArray) -> None:
+    def _insert(self, state: GraphState, labels: LabelArray, unit: FloatMatrix, old: LabelArray) -> None:
         """Append rows for ``labels`` and tombstone the rows they replace. Caller holds the write lock."""
         n = len(labels)
         self._reserve(state, state.size + n)
         rows = np.arange(state.size, state.size + n, dtype=np.int64)
-        with _hnswlib("add vectors"):
+        with translated("add vectors"):
             # hnswlib's thread pool costs more than it saves on small batches.
             state.graph.add_items(unit, rows, num_threads=-1 if n >= 256 else 1)
         state.vectors.put(rows, unit)
@@ -287,20 +211,20 @@ class HnswIndex:
         for row in old[old >= 0].tolist():
             self._tombstone(state, row)
         state.rows.set_many(labels, rows)
-        self._tune(state)
+        state.tune(self._width)
 
-    def _tombstone(self, state: _State, row: int) -> None:
-        with _hnswlib("delete a vector"):
+    def _tombstone(self, state: GraphState, row: int) -> None:
+        with translated("delete a vector"):
             state.graph.mark_deleted(row)
         state.vectors.zero(row)  # forget must really erase our copy
         state.live[row] = False
 
-    def _reserve(self, state: _State, needed: int) -> None:
+    def _reserve(self, state: GraphState, needed: int) -> None:
         capacity = len(state.live)
         if needed <= capacity:
             return
         capacity = max(needed, 2 * capacity)
-        with _hnswlib("grow the index"):
+        with translated("grow the index"):
             state.graph.resize_index(capacity)
         grown = len(state.live)
         state.vectors.reserve(capacity)
@@ -316,7 +240,7 @@ class HnswIndex:
                 row = state.rows.pop(label, None)
                 if row is not None:
                     self._tombstone(state, row)
-            self._tune(state)
+            state.tune(self._width)
 
     def rebuild(self) -> None:
         """Compact into a fresh graph from the live vectors, purging tombstones and their bytes."""
@@ -332,18 +256,18 @@ class HnswIndex:
                 self._state = fresh
             old.vectors.close()
 
-    def _new_state(self, capacity: int) -> _State:
-        graph = hnswlib.Index(space="ip", dim=self._dim)  # on unit vectors (``_unit``): cosine
-        with _hnswlib("create the index"):
+    def _new_state(self, capacity: int) -> GraphState:
+        graph = hnswlib.Index(space="ip", dim=self._dim)  # on unit vectors (``normalised``): cosine
+        with translated("create the index"):
             graph.init_index(max_elements=capacity, M=self._M, ef_construction=self._ef_construction)
-        state = _State(
+        state = GraphState(
             graph=graph,
             vectors=MemoryRows(np.zeros((capacity, self._dim), np.float32)),
             row_labels=np.zeros(capacity, np.int64),
             live=np.zeros(capacity, bool),
             rows=LabelRows(),
         )
-        self._tune(state)
+        state.tune(self._width)
         return state
 
     # -- search ---------------------------------------------------------------------------------
@@ -368,7 +292,7 @@ class HnswIndex:
             if scores is None:  # the exact scan's rows: scored again on their own, as always
                 scores = state.vectors.take(rows) @ query
             labels = state.row_labels[rows]
-            best = _top(scores, labels, k)
+            best = top(scores, labels, k)
             return list(zip(labels[best].tolist(), scores[best].tolist(), strict=True))
 
     def _query(self, vector: FloatMatrix) -> FloatMatrix:
@@ -377,19 +301,19 @@ class HnswIndex:
             raise DimensionMismatch(f"query has {query.shape[0]} dims, index has {self._dim}")
         if not np.isfinite(query).all():
             raise NonFiniteVector("the query vector holds NaN or infinity")
-        unit: FloatMatrix = _unit(query.reshape(1, -1))[0]
+        unit: FloatMatrix = normalised(query.reshape(1, -1))[0]
         return unit
 
-    def _scan(self, state: _State, query: FloatMatrix, k: int, allow: frozenset[int] | None) -> LabelArray:
+    def _scan(self, state: GraphState, query: FloatMatrix, k: int, allow: frozenset[int] | None) -> LabelArray:
         if allow is None:
             rows = np.flatnonzero(state.live[: state.size]).astype(np.int64)
         else:
             rows = state.rows.rows_of(np.fromiter(allow, np.int64, len(allow)))
             rows = rows[rows >= 0]
-        return rows[_top(state.vectors.take(rows) @ query, state.row_labels[rows], k)]
+        return rows[top(state.vectors.take(rows) @ query, state.row_labels[rows], k)]
 
     def _walk(
-        self, state: _State, query: FloatMatrix, k: int, n: int, allow: frozenset[int] | None
+        self, state: GraphState, query: FloatMatrix, k: int, n: int, allow: frozenset[int] | None
     ) -> tuple[LabelArray, FloatMatrix | None]:
         """The graph's candidate rows and their scores (None: an exact scan's rows, not scored)."""
         # One extra neighbour shows whether the k-th place is tied; the graph cannot say which tied
@@ -400,12 +324,12 @@ class HnswIndex:
             return allow is not None and row_labels[row] in allow
 
         try:
-            with _hnswlib("search"):
+            with translated("search"):
                 # hnswlib searches with max(ef, k) itself, so a k above ef needs no set_ef dance.
                 found, _ = state.graph.knn_query(
                     query, k=min(k + 1, n), num_threads=1, filter=None if allow is None else accept
                 )
-        except _ShortResult:
+        except ShortResult:
             # Tombstones or a filter left hnswlib short of k; the exact answer is still cheap to get.
             return self._scan(state, query, k, allow), None
         rows = np.asarray(found[0], dtype=np.int64)
@@ -464,12 +388,12 @@ class HnswIndex:
                     )
                 old.close()
 
-    def _write_graph(self, state: _State, path: Path) -> hnsw_file.Stamped:
+    def _write_graph(self, state: GraphState, path: Path) -> hnsw_file.Stamped:
         """hnswlib's file with our copy of every row in its records and every tombstone's vector
         overwritten, before the file is hashed and renamed into place: a forgotten memory's vector
         never reaches a saved index, and the file's vectors are the ones we score with (an index
         loaded from an older save holds hnswlib's cosine-normalised copies, a few ulps off ours)."""
-        with _hnswlib("save the graph"):
+        with translated("save the graph"):
             state.graph.save_index(str(path))
         if path.stat().st_size == 0:  # hnswlib does not check its writes: on a full disk it leaves 0 bytes
             free = shutil.disk_usage(path.parent).free
@@ -500,7 +424,7 @@ class HnswIndex:
             old.vectors.close()
             self.meta = dict(manifest.meta)
 
-    def _read(self, directory: Path, manifest: Manifest) -> _State:
+    def _read(self, directory: Path, manifest: Manifest) -> GraphState:
         # Checksums first: a truncated or bit-flipped file must never reach hnswlib (it can crash).
         n = manifest.rows
         capacity = max(n + 1024, n * 5 // 4, 1)  # headroom: the first add after opening does not resize
@@ -511,8 +435,8 @@ class HnswIndex:
         labels, live = checked.labels, checked.live
         rows = LabelRows()
         rows.set_many(labels[live], np.flatnonzero(live))
-        state = _State(graph, checked.rows(capacity), _padded(labels, capacity), _padded(live, capacity), rows, n)
-        self._tune(state)  # hnswlib does not save ef
+        state = GraphState(graph, checked.rows(capacity), padded(labels, capacity), padded(live, capacity), rows, n)
+        state.tune(self._width)  # hnswlib does not save ef
         return state
 
     def _graph_of(self, checked: hnsw_load.Checked, capacity: int) -> Any:
@@ -527,6 +451,6 @@ class HnswIndex:
             except (RuntimeError, ValueError, TypeError) as exc:
                 log.warning("hnswlib refused the saved graph's state (%s); reading %s instead", exc, checked.graph)
         graph = hnswlib.Index(space="ip", dim=self._dim)
-        with _hnswlib(f"load {checked.graph}"):
+        with translated(f"load {checked.graph}"):
             graph.load_index(str(checked.graph), max_elements=capacity)
         return graph

@@ -158,7 +158,7 @@ def fuse_order(
     place = position.setdefault  # bound once: this loop runs for every hit of every lane
     for lane in names:
         hits = lanes[lane]
-        labels_of, scores_of = zip(*hits) if hits else ((), ())
+        labels_of, scores_of = zip(*hits, strict=True) if hits else ((), ())  # every hit is a pair
         cands = [place(label, len(position)) for label in labels_of]
         scores = [float(score) for score in scores_of]
         if len(set(cands)) == len(cands):

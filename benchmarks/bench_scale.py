@@ -253,6 +253,9 @@ def bench_size(
     n: int, work: Path, turns: list[str], docs: np.ndarray, questions: list[str], qvecs: np.ndarray, keep: bool = False
 ) -> dict[str, Any]:
     path = work / f"scale-{n}.duckdb"
+    for f in work.iterdir():  # a kept store from an earlier run is not ingested into twice
+        if f.name.startswith(f"scale-{n}."):
+            subprocess.run(["rm", "-rf", str(f)], check=True)
     log(f"size {n:,}: ingest")
     ingest, labels, by_label = build(path, turns, docs, n)
     log(f"size {n:,}: {ingest['ingest_per_s']:,}/s ingest; building the indexes in a fresh process")

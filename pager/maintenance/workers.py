@@ -166,6 +166,12 @@ class EmbedWorkers:
         while not self._stop:
             with self._wake:
                 seen = self._notified  # read before looking at the queue: any write after it wakes us
+            if self._hint() == 0:
+                # The lane knows nothing lacks a vector: the store is not asked. Its pending query is an
+                # anti-join over every memory (at 1M memories 0.16 s, and ~260 MB of DuckDB blocks left
+                # resident), and the safety poll would run it every 10 s while serving.
+                self._idle(seen)
+                continue
             try:
                 batch = self._claim()
             except PagerError as exc:  # store closed or failing: report, back off, retry

@@ -290,6 +290,37 @@ def test_a_write_that_notifies_before_the_worker_waits_is_not_slept_through(hash
     assert waits == [10.0]
 
 
+def test_idle_workers_do_not_ask_the_store_while_the_lane_lacks_no_vector(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from mempager.store.duckdb import DuckDBStore
+
+    asked: list[int] = []
+    pending = DuckDBStore.pending
+
+    def counted(self: DuckDBStore, actor: str, model: str, limit: int):  # type: ignore[no-untyped-def]
+        asked.append(limit)
+        return pending(self, actor, model, limit)
+
+    monkeypatch.setattr(DuckDBStore, "pending", counted)
+    cfg = PagerConfig(embedder="hash")
+    with mempager.open(store_path, actor="neo", config=cfg) as p:
+        p.remember_many([{"type": "fact", "text": f"fact number {i}"} for i in range(20)])
+        assert p.sync(timeout=60)
+    asked.clear()
+    with mempager.open(store_path, actor="neo", config=cfg) as p:  # everything embedded: the hint is 0
+        assert p.semantic.pending_hint() == 0
+        threading.Event().wait(0.5)  # the workers' first look, then idle
+        assert asked == []
+        uri = p.remember_fact("a new fact wakes the workers")
+        assert p.sync(timeout=60)
+        assert asked  # they asked the store for it, and embedded it
+        assert p.retrieve("new fact wakes")[0].uri == uri
+        assert p.semantic.pending_hint() == 0
+
+
 def test_workers_and_deferred_loading_settings(store_path: Path) -> None:
     assert PagerConfig(embed_workers=0).embed_workers == 0
     with pytest.raises(mempager.ConfigError, match="embed_workers must be an integer >= 0, got -1"):

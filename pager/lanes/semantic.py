@@ -25,6 +25,8 @@ from mempager.errors import EmbedderError, IndexStale, PagerError
 from mempager.index.labelmap import LabelRows
 from mempager.protocols import Embedder, Store
 from mempager.types import FloatMatrix, LabelArray
+from mempager.validate import content_digest as digest
+from mempager.validate import content_digests as digests
 
 log = logging.getLogger("mempager.semantic")
 
@@ -33,33 +35,6 @@ def slug(text: str) -> str:
     """A file-name-safe, injective name: readable prefix plus a hash of the exact text."""
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:60] or "_"
     return f"{readable}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"
-
-
-_HEX = np.full(256, -1, np.int64)
-_HEX[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16)
-_HEX[np.frombuffer(b"ABCDEF", np.uint8)] = np.arange(10, 16)
-
-
-def digests(hashes: Sequence[str | None]) -> npt.NDArray[np.int64]:
-    """``digest`` of each content hash, vectorised for the hex sha256 ones the store writes."""
-    values = np.array([h or "" for h in hashes], dtype="S15")
-    nibbles = _HEX[values.view(np.uint8).reshape(len(values), 15)] if len(values) else np.zeros((0, 15), np.int64)
-    out: npt.NDArray[np.int64] = nibbles @ (16 ** np.arange(14, -1, -1, dtype=np.int64))
-    for i in np.flatnonzero((nibbles < 0).any(axis=1)).tolist():  # not hex: rare, one by one
-        out[i] = digest(hashes[i])
-    return out
-
-
-def digest(chash: str | None) -> int:
-    """The first 60 bits of a content hash (hex sha256) as an int >= 0; -1 for none. 8 bytes a memory
-    instead of a dict entry and a string; two texts agree on 60 bits once in 10^18 comparisons.
-    A hash that is not hex (a test's, a foreign store's) is hashed first."""
-    if not chash:
-        return -1
-    head = chash[:15]
-    if len(head) < 15 or head.strip("0123456789abcdefABCDEF"):
-        head = hashlib.sha256(chash.encode("utf-8")).hexdigest()[:15]
-    return int(head, 16)
 
 
 class _Unbuilt:
@@ -173,9 +148,10 @@ class SemanticLane:
 
     def _digests_of(self, labels: LabelArray) -> npt.NDArray[np.int64]:
         """The digest of each label's current content hash in the store (-1: not a live memory)."""
-        hashes_of = getattr(self.store, "content_hashes_of", None)  # the embedded store: no dict of all
-        if hashes_of is not None:
-            return digests(hashes_of(self.actor, labels))
+        digests_of = getattr(self.store, "content_digests_of", None)  # the embedded store: no string of each
+        if digests_of is not None:
+            found: npt.NDArray[np.int64] = digests_of(self.actor, labels)
+            return found
         hashes = self.store.content_hashes(self.actor)
         return digests([hashes.get(label) for label in labels.tolist()])
 

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
+import numpy.typing as npt
 
 from mempager.errors import InvalidInput, StoreError, StoreLocked
 from mempager.protocols import CandidateAsk, CandidateFacts, PendingItem, PendingStats, SalienceParams
@@ -312,6 +314,10 @@ class DuckDBStore:
     def content_hashes_of(self, actor: str, labels: LabelArray) -> list[str | None]:
         """The content hash of each label (None where it is not a live memory of ``actor``)."""
         return self.table(actor).hashes_of(labels)
+
+    def content_digests_of(self, actor: str, labels: LabelArray) -> npt.NDArray[np.int64]:
+        """``validate.content_digest`` of each label's content hash (-1 where it is not a live memory)."""
+        return self.table(actor).digests_of(labels)
 
     # -- reads answered by SQL (SqlReads) -----------------------------------------------------
     def find(self, actor: str, type_: MemoryType, dedup_key: str) -> Memory | None:

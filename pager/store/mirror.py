@@ -8,25 +8,24 @@ change here, and on any doubt it drops the table and reloads it from the file.
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from mempager.errors import StoreError
 from mempager.index.labelmap import LabelRows
 from mempager.protocols import SalienceParams
-from mempager.types import Memory, MemoryType, Scope, Source
-from mempager.validate import make_uri
+from mempager.store.hexcolumn import HexColumn
+from mempager.store.mirror_load import HASH_CHARS, ID_CHARS, TYPES, decode
+from mempager.types import Memory, MemoryType, Source
+from mempager.validate import DIGEST_BITS, content_digest, make_uri
 
-TYPES = list(MemoryType)
 TYPE_CODE = {t: i for i, t in enumerate(TYPES)}
-SOURCES = np.array(list(Source), dtype=object)  # a code -> its enum member, for whole columns at once
-SCOPES = np.array(list(Scope), dtype=object)
 _NUMERIC = {
     "created": np.float64,
     "updated": np.float64,
@@ -40,7 +39,7 @@ _NUMERIC = {
     "alive": np.bool_,
     "superseded": np.bool_,
 }
-_OBJECT = ("id", "text", "source", "scope", "tags", "metadata", "content_hash", "superseded_by")
+_OBJECT = ("text", "source", "scope", "tags", "metadata", "superseded_by")
 T = TypeVar("T")
 
 
@@ -69,32 +68,6 @@ def _meta_json(metadata: Any) -> str:
     return json.dumps(dict(metadata), sort_keys=True) if metadata else "{}"
 
 
-def _codes(column: Any, known: int, what: str) -> np.ndarray:
-    """0-based codes from SQL's 1-based ``list_position`` (NULL: a value this version does not know)."""
-    column = np.ma.asarray(column)
-    codes = np.ma.getdata(column).astype(np.int64) - 1
-    if np.ma.getmaskarray(column).any() or (codes < 0).any() or (codes >= known).any():
-        raise StoreError(f"the store holds a {what} this version of mempager does not know; upgrade mempager")
-    return codes
-
-
-def _objects(column: Any, null: Any, dedupe: bool = False) -> np.ndarray:
-    """A nullable column (DuckDB hands it over as a masked array) as objects, NULL as ``null``.
-
-    ``dedupe``: equal values become one object (metadata repeats: one copy, not one per row)."""
-    column = np.ma.asarray(column)
-    mask = np.ma.getmaskarray(column)
-    out = np.fromiter(itertools.repeat(null, len(column)), dtype=object, count=len(column))  # () stays one value
-    keep = np.flatnonzero(~mask)
-    if len(keep):
-        values = np.ma.getdata(column)[keep]
-        if dedupe:
-            seen: dict[Any, Any] = {}
-            values = np.fromiter((seen.setdefault(v, v) for v in values.tolist()), dtype=object, count=len(keep))
-        out[keep] = values
-    return out
-
-
 def _dt(value: float) -> datetime:
     return datetime.fromtimestamp(value, tz=timezone.utc)
 
@@ -113,6 +86,8 @@ class ActorTable:
         # whereas every full collection in the process would walk each element of a list column
         # (8 columns x rows: ~60 ms per collection at 300k memories, several per large batch).
         self.obj: dict[str, np.ndarray] = {name: np.full(capacity, None, dtype=object) for name in _OBJECT}
+        # ids and content hashes packed, not one string each (store.hexcolumn)
+        self.id_col, self.hash_col = HexColumn(ID_CHARS, capacity), HexColumn(HASH_CHARS, capacity)
         self.size = 0
         # Built Memory objects (immutable) by label; dropped whenever the row changes.
         self._built: dict[int, Memory] = {}
@@ -134,6 +109,8 @@ class ActorTable:
             self.num[name] = np.concatenate([arr, np.zeros(new - cap, dtype=arr.dtype)])
         for name, column in self.obj.items():
             self.obj[name] = np.concatenate([column, np.full(new - cap, None, dtype=object)])
+        self.id_col.grow(new)
+        self.hash_col.grow(new)
 
     def upsert(self, memories: Iterable[Memory]) -> None:
         """Insert new memories or overwrite the row of an existing label."""
@@ -164,6 +141,8 @@ class ActorTable:
             n["superseded"][rows] = [m.superseded_by is not None for m in batch]
             for row, m in zip(rows.tolist(), batch, strict=True):
                 self._write_objects(row, m)
+            self.id_col.set_many(rows, [m.id for m in batch])
+            self.hash_col.set_many(rows, [m.content_hash for m in batch])
 
     def _rows_of(self, batch: list[Memory]) -> np.ndarray:
         """The rows of a batch's labels, new labels appended in order (lock held, room grown)."""
@@ -193,44 +172,21 @@ class ActorTable:
         return row
 
     def load(self, cols: dict[str, Any]) -> None:
-        """Bulk fill from DuckDB's ``fetchnumpy()`` of ``mirrors.MIRROR_COLUMNS``: type, scope and
-        source as codes (positions in ``TYPES``, ``SCOPES``, ``SOURCES``), empty tags and metadata as
-        NULL, so that a million rows bring no per-row objects beyond their id, text and hash."""
-        count = len(cols["label"])
+        """Bulk fill from DuckDB's ``fetchnumpy()`` of ``mirror_load.MIRROR_COLUMNS`` (decoded there)."""
+        got = decode(cols)
+        count = len(got.labels)
         with self.lock:
             self._grow(count)
             lo, hi = self.size, self.size + count
-            labels = np.asarray(cols["label"], dtype=np.int64)
-            self.labels[lo:hi] = labels
-
-            def secs(name: str) -> np.ndarray:
-                raw = np.ma.filled(np.ma.asarray(cols[name]).astype("datetime64[us]"), np.datetime64("NaT"))
-                out = raw.astype(np.int64).astype(np.float64) / 1e6
-                out[np.isnat(raw)] = np.nan
-                return out
-
-            n = self.num
-            n["created"][lo:hi], n["updated"][lo:hi] = secs("created_at"), secs("updated_at")
-            n["accessed"][lo:hi], n["valid_until"][lo:hi] = secs("last_accessed_at"), secs("valid_until")
-            for name in ("importance", "strength", "confidence", "access_count"):
-                n[name][lo:hi] = np.asarray(cols[name])
-            n["type"][lo:hi] = _codes(cols["type_code"], len(TYPES), "type")
-            n["alive"][lo:hi] = True
-            superseded = np.ma.asarray(cols["superseded_by"])
-            n["superseded"][lo:hi] = ~np.ma.getmaskarray(superseded)
-            o = self.obj
-            o["source"][lo:hi] = SOURCES[_codes(cols["source_code"], len(SOURCES), "source")]
-            o["scope"][lo:hi] = SCOPES[_codes(cols["scope_code"], len(SCOPES), "scope")]
-            o["id"][lo:hi] = np.asarray(cols["id"], dtype=object)
-            o["text"][lo:hi] = np.asarray(cols["text"], dtype=object)
-            o["content_hash"][lo:hi] = np.asarray(cols["content_hash"], dtype=object)
-            o["superseded_by"][lo:hi] = _objects(superseded, None)
-            o["metadata"][lo:hi] = _objects(cols["metadata"], "{}", dedupe=True)
-            tags = _objects(cols["tags"], ())
-            for i in np.flatnonzero(np.ma.getmaskarray(np.ma.asarray(cols["tags"])) == 0).tolist():
-                tags[i] = tuple(tags[i])  # element by element: a tuple stays one value
-            o["tags"][lo:hi] = tags
-            self.rows.set_many(labels, np.arange(lo, hi))
+            self.labels[lo:hi] = got.labels
+            for name, values in got.num.items():
+                self.num[name][lo:hi] = values
+            self.num["alive"][lo:hi] = True
+            for name, values in got.obj.items():
+                self.obj[name][lo:hi] = values
+            self.id_col.load(lo, cols, "id")
+            self.hash_col.load(lo, cols, "content_hash")
+            self.rows.set_many(got.labels, np.arange(lo, hi))
             self._ids = None  # rebuilt when first needed
             self.size = hi
             self._of_type.clear()
@@ -245,11 +201,13 @@ class ActorTable:
         n["access_count"][row], n["type"][row] = m.access_count, TYPE_CODE[m.type]
         n["alive"][row], n["superseded"][row] = True, m.superseded_by is not None
         self._write_objects(row, m)
+        self.id_col.set(row, m.id)
+        self.hash_col.set(row, m.content_hash)
 
     def _write_objects(self, row: int, m: Memory) -> None:
         o = self.obj
-        o["id"][row], o["text"][row], o["source"][row], o["scope"][row] = m.id, m.text, m.source, m.scope
-        o["tags"][row], o["content_hash"][row] = tuple(m.tags), m.content_hash
+        o["text"][row], o["source"][row], o["scope"][row] = m.text, m.source, m.scope
+        o["tags"][row] = tuple(m.tags)
         o["metadata"][row] = _meta_json(m.metadata)
         o["superseded_by"][row] = m.superseded_by
 
@@ -261,12 +219,14 @@ class ActorTable:
                 if row is None:
                     continue
                 if self._ids is not None:
-                    self._ids.pop(self.obj["id"][row], None)
+                    self._ids.pop(self.id_col.get(row), None)  # type: ignore[arg-type]
                 self._types_changed((int(self.num["type"][row]),))
                 self.labels[row] = -1
                 self.num["alive"][row] = False
                 for column in self.obj.values():
                     column[row] = None  # forgotten text does not linger in this process
+                self.id_col.clear(row)
+                self.hash_col.clear(row)
 
     def get(self, label: int) -> Memory | None:
         with self.lock:
@@ -280,7 +240,7 @@ class ActorTable:
             if not found:
                 return {}
             idx = np.fromiter((row for _, row in found), np.int64, len(found))
-            types, ids = self.num["type"][idx].tolist(), self.obj["id"][idx].tolist()
+            types, ids = self.num["type"][idx].tolist(), self._ids_of(idx)
         actor = self.actor
         return {
             label: make_uri(actor, TYPES[code], memory_id)
@@ -296,9 +256,16 @@ class ActorTable:
                 found = self._ids
                 if found is None:
                     live = np.flatnonzero(self.num["alive"][: self.size])
-                    found = dict(zip(self.obj["id"][live].tolist(), self.labels[live].tolist(), strict=True))
+                    found = dict(zip(self._ids_of(live), self.labels[live].tolist(), strict=True))
                     self._ids = found
         return found
+
+    def _ids_of(self, rows: npt.NDArray[np.int64]) -> list[str]:
+        """The memory id of each live row (lock held)."""
+        ids = self.id_col.take(rows)
+        if None in ids:  # a live row always has one
+            raise StoreError(f"the mirror of {self.actor!r} lost a memory id; reopen the store")
+        return cast(list[str], ids)
 
     def label_of(self, memory_id: str) -> int | None:
         return self.ids.get(memory_id)
@@ -326,7 +293,7 @@ class ActorTable:
             idx = np.fromiter((row for _, row in found), np.int64, len(found))
             n, o = self.num, self.obj
             types, created, until = n["type"][idx].tolist(), n["created"][idx].tolist(), n["valid_until"][idx].tolist()
-            ids, texts, sources = o["id"][idx].tolist(), o["text"][idx].tolist(), o["source"][idx].tolist()
+            ids, texts, sources = self._ids_of(idx), o["text"][idx].tolist(), o["source"][idx].tolist()
             superseded = o["superseded_by"][idx].tolist()
         actor, out = self.actor, {}
         for (label, _), code, memory_id, text, source, at, by, end in zip(
@@ -349,10 +316,13 @@ class ActorTable:
         n, o = self.num, self.obj
         mtype = TYPES[int(n["type"][row])]
         until = float(n["valid_until"][row])
+        memory_id, chash = self.id_col.get(row), self.hash_col.get(row)
+        if memory_id is None or chash is None:  # a live row always has both
+            raise StoreError(f"the mirror of {self.actor!r} lost row {row}; reopen the store")
         return Memory(
             label=int(self.labels[row]),
-            id=o["id"][row],
-            uri=make_uri(self.actor, mtype, o["id"][row]),
+            id=memory_id,
+            uri=make_uri(self.actor, mtype, memory_id),
             actor=self.actor,
             scope=o["scope"][row],
             type=mtype,
@@ -367,7 +337,7 @@ class ActorTable:
             access_count=int(n["access_count"][row]),
             tags=o["tags"][row],
             metadata=json.loads(o["metadata"][row]),
-            content_hash=o["content_hash"][row],
+            content_hash=chash,
             superseded_by=o["superseded_by"][row],
             valid_until=None if until != until else _dt(until),
         )
@@ -475,16 +445,29 @@ class ActorTable:
 
     def content_hashes(self) -> dict[int, str]:
         with self.lock:
-            hashes = self.obj["content_hash"]
-            return dict(zip(self.rows.labels().tolist(), hashes[self.rows.rows()].tolist(), strict=True))
+            hashes = self.hash_col.take(self.rows.rows())
+            return dict(zip(self.rows.labels().tolist(), hashes, strict=True))
 
     def hashes_of(self, labels: np.ndarray) -> list[str | None]:
         with self.lock:
             rows = self.rows.rows_of(np.asarray(labels, dtype=np.int64))
-            found: list[str | None] = self.obj["content_hash"][np.maximum(rows, 0)].tolist() if len(rows) else []
+            found = self.hash_col.take(np.maximum(rows, 0))
         for i in np.flatnonzero(rows < 0).tolist():
             found[i] = None
         return found
+
+    def digests_of(self, labels: np.ndarray) -> npt.NDArray[np.int64]:
+        """``validate.content_digest`` of each label's content hash (-1: no live row), without a
+        string per label: the packed hash's leading bits, for all but the hashes that do not pack."""
+        with self.lock:
+            rows = self.rows.rows_of(np.asarray(labels, dtype=np.int64))
+            held = np.maximum(rows, 0)
+            out, odd = self.hash_col.head(held, DIGEST_BITS)
+            odd_values = self.hash_col.take(held[odd])
+        for i, value in zip(odd.tolist(), odd_values, strict=True):
+            out[i] = content_digest(value)
+        out[rows < 0] = -1
+        return out
 
     def live_labels(self) -> np.ndarray:
         with self.lock:

@@ -10,19 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from mempager.store.base import DuckDb
-from mempager.store.mirror import SCOPES, SOURCES, TYPES, ActorTable
+from mempager.store.mirror import ActorTable
+from mempager.store.mirror_load import CODES, MIRROR_COLUMNS
 from mempager.types import Memory
 
-# What the mirror loads. Type, scope and source come as codes, empty tags and metadata as NULL:
-# a million rows would otherwise bring four million short strings and a million empty arrays,
-# freed right after the load but leaving memory too fragmented to return.
-MIRROR_COLUMNS = (
-    "label, id, text, content_hash, list_position(?, type) AS type_code, list_position(?, scope) AS scope_code, "
-    "list_position(?, source) AS source_code, confidence, importance, strength, created_at, updated_at, "
-    "last_accessed_at, access_count, CASE WHEN len(tags) = 0 THEN NULL ELSE tags END AS tags, "
-    "CASE WHEN metadata = '{}' THEN NULL ELSE metadata END AS metadata, superseded_by, valid_until"
-)
-_CODES = ([t.value for t in TYPES], [s.value for s in SCOPES], [s.value for s in SOURCES])
 _SLICE = 131_072  # rows per query when loading a mirror
 
 ChangeListener = Callable[[Sequence[Memory], Sequence[int]], None]
@@ -56,7 +47,7 @@ class Mirrors:
                         con.execute(
                             f"SELECT {MIRROR_COLUMNS} FROM memories WHERE actor = ? AND label >= ? AND label < ?"
                             " ORDER BY label",
-                            [*_CODES, actor, start, start + step],
+                            [*CODES, actor, start, start + step],
                         ).fetchnumpy()
                     )
                 self._tables[actor] = table

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -104,3 +105,38 @@ def test_one_store_object_per_file_per_process(tmp_path: Path) -> None:
     second.close()
     assert second.closed
     DuckDBStore(path).close()  # free again
+
+
+def test_ids_and_hashes_of_any_shape_load_and_read_back_exactly(tmp_path: Path) -> None:
+    """The mirror packs the ids and hashes the store makes; any other (a foreign import's, an older
+    version's) is kept as it is, through a cold load and through write-through alike."""
+    import duckdb
+
+    from mempager.validate import content_digest
+
+    path = tmp_path / "odd.duckdb"
+    store = DuckDBStore(path)
+    store.put_many([NewMemory(actor="a", type=MemoryType.FACT, text=f"fact {i}") for i in range(6)])
+    labels = sorted(m.label for m in store.query("a", limit=100))
+    store.close()
+    con = duckdb.connect(str(path))
+    odd = {labels[0]: ("abcdef012345", "SHORT"), labels[1]: ("0123456789ABCDEF", "ab" * 32 + "x")}
+    for label, (memory_id, chash) in odd.items():
+        con.execute("UPDATE memories SET id = ?, content_hash = ? WHERE label = ?", [memory_id, chash, label])
+    con.close()
+    store = DuckDBStore(path)
+    try:
+        truth = store.reads.sql_get_many("a", labels)
+        assert {label: (truth[label].id, truth[label].content_hash) for label in odd} == odd
+        table = store.table("a")  # a cold load: the SQL packs
+        assert table.get_many(labels) == truth
+        asked = np.array([*labels, 10**6], np.int64)
+        assert table.hashes_of(asked) == [truth[label].content_hash for label in labels] + [None]
+        assert table.digests_of(asked).tolist() == [content_digest(truth[x].content_hash) for x in labels] + [-1]
+        assert table.uris(labels) == {label: truth[label].uri for label in labels}
+        assert store.get("a", "abcdef012345") == truth[labels[0]]  # the id index reads them back too
+        store.update("a", "abcdef012345", text="fact 0, re-worded")  # write-through keeps the odd id
+        assert table.get(labels[0]) == store.reads.sql_get_many("a", [labels[0]])[labels[0]]
+        assert table.get(labels[0]).id == "abcdef012345"  # type: ignore[union-attr]
+    finally:
+        store.close()

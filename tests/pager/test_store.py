@@ -103,3 +103,22 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path, round_: int) -> Non
             batches[t.split()[1]] = batches.get(t.split()[1], 0) + 1
     assert all(n == 50 for n in batches.values())
     s.close()
+
+
+def test_the_write_ahead_log_checkpoints_at_its_own_size_also_after_a_compaction(tmp_path: Path) -> None:
+    """DuckDB's default (16 MiB) checkpointed every ~25k memories, rewriting every index each time."""
+    from mempager.store.base import CHECKPOINT_AT
+    from mempager.types import MemoryType, NewMemory
+
+    def threshold(store: DuckDBStore) -> str:
+        return str(store.db.fetch("SELECT current_setting('checkpoint_threshold')")[0][0])
+
+    store = DuckDBStore(tmp_path / "w.duckdb")
+    try:
+        assert CHECKPOINT_AT == "256MiB" and threshold(store) == "256.0 MiB"
+        store.put_many([NewMemory(actor="a", type=MemoryType.FACT, text=f"fact {i}") for i in range(20)])
+        store.compact()  # reconnects to the rewritten file
+        assert threshold(store) == "256.0 MiB"
+        assert len(store.query("a", limit=100)) == 20
+    finally:
+        store.close()

@@ -65,16 +65,18 @@ class HexColumn:
         self.odd.pop(row, None)
 
     def load(self, lo: int, cols: Mapping[str, Any], name: str) -> None:
-        """Rows ``lo``... from a DuckDB ``fetchnumpy()`` of ``select(name)``: the words where the value
-        packs (NULL where it does not), and the value itself where it does not (NULL where it does)."""
+        """Rows ``lo``... from a DuckDB ``fetchnumpy()`` of ``select(name)``: a row packs where its value
+        has the shape (``_ok``) and every word cast; the others come as they are (``_odd``)."""
         words = [np.ma.asarray(cols[f"{name}_w{i}"]) for i in range(self.words)]
         count = len(words[0])
+        packs = np.asarray(cols[f"{name}_ok"], np.bool_).copy()
+        for column in words:
+            packs &= ~np.ma.getmaskarray(column)
         rows = slice(lo, lo + count)
         for i, column in enumerate(words):
-            self.packed[rows, i] = np.ma.filled(column.astype(np.uint64), 0)
-        odd = np.flatnonzero(np.ma.getmaskarray(words[0]))
-        self.unpacked[rows] = False
-        self.unpacked[lo + odd] = True
+            self.packed[rows, i] = np.where(packs, np.ma.filled(column.astype(np.uint64), 0), 0)
+        self.unpacked[rows] = ~packs
+        odd = np.flatnonzero(~packs)
         if len(odd):
             raw = np.ma.asarray(cols[f"{name}_odd"])
             values, mask = np.ma.getdata(raw), np.ma.getmaskarray(raw)
@@ -116,12 +118,19 @@ class HexColumn:
         return np.asarray(words, np.uint64), np.asarray(packs, np.bool_)
 
 
-def select(column: str, chars: int) -> str:
-    """The SQL that loads ``column`` for ``HexColumn.load``: ``<column>_w0..`` (NULL where the value
-    does not pack) and ``<column>_odd`` (the value where it does not)."""
-    packs = f"coalesce(regexp_full_match({column}, '[0-9a-f]{{{chars}}}'), false)"
-    words = [
-        f"CASE WHEN {packs} THEN ('0x' || substr({column}, {1 + i * _DIGIT}, {_DIGIT}))::UBIGINT END AS {column}_w{i}"
-        for i in range(chars // _DIGIT)
+def select(column: str, chars: int) -> tuple[str, str]:
+    """The SQL that loads ``column`` for ``HexColumn.load``, as (inner, outer) select lists: the inner
+    one over the table, the outer one over the inner's columns (so each cast runs once a row). It
+    gives ``<column>_w0..`` (NULL where not hex), ``<column>_ok`` and ``<column>_odd`` (the value
+    where it does not pack). No regular expression: one cost 0.2 s of CPU a million rows, a cast
+    0.07 s. ``TRY_CAST('0x..')`` also takes underscores and upper case, ruled out by ``_ok``."""
+    words = [f"{column}_w{i}" for i in range(chars // _DIGIT)]
+    casts = [
+        f"TRY_CAST('0x' || substr({column}, {1 + i * _DIGIT}, {_DIGIT}) AS UBIGINT) AS {word}"
+        for i, word in enumerate(words)
     ]
-    return ", ".join([*words, f"CASE WHEN NOT {packs} THEN {column} END AS {column}_odd"])
+    shape = f"length({column}) = {chars} AND lower({column}) = {column} AND NOT contains({column}, '_')"
+    packs = " AND ".join([f"{column}_ok", *(f"{word} IS NOT NULL" for word in words)])
+    inner = ", ".join([*casts, f"coalesce({shape}, false) AS {column}_ok"])
+    outer = ", ".join([*words, f"{column}_ok", f"CASE WHEN NOT ({packs}) THEN {column} END AS {column}_odd"])
+    return inner, outer

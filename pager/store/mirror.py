@@ -172,7 +172,7 @@ class ActorTable:
         return row
 
     def load(self, cols: dict[str, Any]) -> None:
-        """Bulk fill from DuckDB's ``fetchnumpy()`` of ``mirror_load.MIRROR_COLUMNS`` (decoded there)."""
+        """Bulk fill from DuckDB's ``fetchnumpy()`` of ``mirror_load.MIRROR_QUERY`` (decoded there)."""
         got = decode(cols)
         count = len(got.labels)
         with self.lock:

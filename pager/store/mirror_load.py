@@ -22,12 +22,17 @@ SOURCES = np.array(list(Source), dtype=object)  # a code -> its enum member, for
 SCOPES = np.array(list(Scope), dtype=object)
 ID_CHARS, HASH_CHARS = 16, 64  # the ids the store makes (token_hex(8)) and sha256 content hashes
 
-MIRROR_COLUMNS = (
-    f"label, {select('id', ID_CHARS)}, text, {select('content_hash', HASH_CHARS)}, "
+_ID_IN, _ID_OUT = select("id", ID_CHARS)
+_HASH_IN, _HASH_OUT = select("content_hash", HASH_CHARS)
+# The query of one label range, parameters: *CODES, actor, from label, to label (exclusive).
+MIRROR_QUERY = (
+    f"SELECT label, {_ID_OUT}, text, {_HASH_OUT}, "
     "list_position(?, type) AS type_code, list_position(?, scope) AS scope_code, "
     "list_position(?, source) AS source_code, confidence, importance, strength, created_at, updated_at, "
     "last_accessed_at, access_count, CASE WHEN len(tags) = 0 THEN NULL ELSE tags END AS tags, "
-    "CASE WHEN metadata = '{}' THEN NULL ELSE metadata END AS metadata, superseded_by, valid_until"
+    "CASE WHEN metadata = '{}' THEN NULL ELSE metadata END AS metadata, superseded_by, valid_until "
+    f"FROM (SELECT *, {_ID_IN}, {_HASH_IN} FROM memories WHERE actor = ? AND label >= ? AND label < ?) "
+    "ORDER BY label"
 )
 CODES = ([t.value for t in TYPES], [s.value for s in SCOPES], [s.value for s in SOURCES])  # its parameters
 
@@ -42,7 +47,7 @@ class Decoded:
 
 
 def decode(cols: dict[str, Any]) -> Decoded:
-    """DuckDB's ``fetchnumpy()`` of ``MIRROR_COLUMNS`` as the mirror's numeric and object columns."""
+    """DuckDB's ``fetchnumpy()`` of ``MIRROR_QUERY`` as the mirror's numeric and object columns."""
 
     def secs(name: str) -> np.ndarray:
         raw = np.ma.filled(np.ma.asarray(cols[name]).astype("datetime64[us]"), np.datetime64("NaT"))

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from mempager.store.base import DuckDb
 from mempager.store.mirror import ActorTable
-from mempager.store.mirror_load import CODES, MIRROR_COLUMNS
+from mempager.store.mirror_load import CODES, MIRROR_QUERY
 from mempager.types import Memory
 
 _SLICE = 131_072  # rows per query when loading a mirror
@@ -43,13 +43,7 @@ class Mirrors:
                 # handing it over, and one of a million rows left ~300 MB of freed, fragmented memory.
                 step = max(1, -(-(high - low + 1) // max(1, -(-count // _SLICE))))
                 for start in range(low, high + 1, step):
-                    table.load(
-                        con.execute(
-                            f"SELECT {MIRROR_COLUMNS} FROM memories WHERE actor = ? AND label >= ? AND label < ?"
-                            " ORDER BY label",
-                            [*CODES, actor, start, start + step],
-                        ).fetchnumpy()
-                    )
+                    table.load(con.execute(MIRROR_QUERY, [*CODES, actor, start, start + step]).fetchnumpy())
                 self._tables[actor] = table
                 self.db.release_cache()  # the table is ours now: DuckDB need not keep its blocks
             return table

@@ -73,13 +73,18 @@ def test_a_hash_packs_into_four_words_and_its_head_is_the_content_digest() -> No
 def test_select_packs_in_sql_what_the_column_packs_in_python() -> None:
     import duckdb
 
-    rows = ["0123456789abcdef", "0123456789ABCDEF", "abc", None, "ffffffffffffffff", "é" * 16]
+    # upper case, underscores and spaces cast as hex in DuckDB: none of them may pack
+    rows = ["0123456789abcdef", "0123456789ABCDEF", "abc", None, "ffffffffffffffff", "é" * 16, "0123456789ab_def"]
+    rows += ["0123456789abcde ", " 123456789abcdef", "0123456789abcdeg", "+123456789abcdef", "00000000000000000"]
     con = duckdb.connect()
     con.execute("CREATE TABLE t (i INTEGER, id VARCHAR)")
     con.executemany("INSERT INTO t VALUES (?, ?)", list(enumerate(rows)))
-    cols = con.execute(f"SELECT {select('id', 16)} FROM t ORDER BY i").fetchnumpy()
-    loaded, written = HexColumn(16, 8), HexColumn(16, 8)
+    inner, outer = select("id", 16)
+    cols = con.execute(f"SELECT {outer} FROM (SELECT *, {inner} FROM t) ORDER BY i").fetchnumpy()
+    at = np.arange(2, 2 + len(rows), dtype=np.int64)
+    loaded, written = HexColumn(16, len(at) + 2), HexColumn(16, len(at) + 2)
     loaded.load(2, cols, "id")
-    written.set_many(np.arange(2, 8, dtype=np.int64), rows)
-    assert loaded.take(np.arange(2, 8, dtype=np.int64)) == rows
+    written.set_many(at, rows)
+    assert loaded.take(at) == rows
     assert (loaded.packed == written.packed).all() and (loaded.unpacked[2:] == written.unpacked[2:]).all()
+    assert loaded.unpacked[at].tolist() == [r is None or not _packs(r) for r in rows]

@@ -215,7 +215,10 @@ class Episodes:
 
     def _merge(self, labels: Int64s, times: Floats, lengths: Floats) -> None:
         """Add a large batch in one pass (a rebuild, a bulk import): sort the batch, merge it into
-        the order (O(n + m), no re-sort of what is there), relink and re-sum the key lengths."""
+        the order (O(n + m), no re-sort of what is there), relink and re-sum the key lengths of the
+        part of the order the batch reaches: from its first place on, less a window. A batch newer
+        than what is there (bulk ingest) touches only the end of the order, so its links and sums
+        cost O(m), not a pass over every memory (a 10k batch into 1M memories: 99 ms before, 0.5 ms)."""
         labels, first = np.unique(labels[::-1], return_index=True)  # a repeated label keeps its last entry
         keep = len(times) - 1 - first
         times, lengths = times[keep], lengths[keep]
@@ -234,22 +237,40 @@ class Episodes:
         # (time, label) order holds if no new label sorts before an old one of the same time
         # (labels grow with writes, so a tie almost always has the new label last)
         tie = (at > 0) & (old_times[np.maximum(at - 1, 0)] == times) if len(old_times) else np.zeros(0, bool)
-        if len(old_times) and (old_labels[np.maximum(at - 1, 0)][tie] > labels[tie]).any():
-            all_labels = np.concatenate((old_labels, labels))
-            all_times = np.concatenate((old_times, times))
-            resort = np.lexsort((all_labels, all_times))
-            all_labels, all_times = all_labels[resort], all_times[resort]
-        else:
-            all_labels, all_times = np.insert(old_labels, at, labels), np.insert(old_times, at, times)
+        resort = bool(len(old_times)) and bool((old_labels[np.maximum(at - 1, 0)][tie] > labels[tie]).any())
+        # Places below ``same`` hold the old order's entries with their links and keys unchanged.
+        same = 0 if moved.any() or resort else int(at[0])
+        # A key (and a memory's reach) reads the links up to ``window`` places away: below ``start``
+        # none of them changed. The old mass from ``start`` on is read before any link changes.
+        start = max(0, same - 1 - self.config.window)
+        old_mass = self._mass(start, len(self._order)) if start else 0.0
         self.when[labels], self.length[labels], self.member[labels] = times, lengths, True
-        self._times, self._order = array("d"), array("q")
-        self._times.frombytes(all_times.astype(np.float64).tobytes())
-        self._order.frombytes(all_labels.astype(np.int64).tobytes())
-        linked = np.diff(all_times) <= self.config.gap_seconds
-        self.prev[all_labels] = np.concatenate(([-1], np.where(linked, all_labels[:-1], -1)))
-        self.next[all_labels] = np.concatenate((np.where(linked, all_labels[1:], -1), [-1]))
-        self.extra_length = float((self.length[all_labels] * self._reach(all_labels)).sum())
-        self.key_length[all_labels] = self.length[all_labels] + self.added_length(all_labels)
+        if same and same == len(self._order):  # all after the old order: appended, not copied
+            del old_labels, old_times  # views of the arrays about to grow
+            self._times.frombytes(times.astype(np.float64).tobytes())
+            self._order.frombytes(labels.astype(np.int64).tobytes())
+        else:
+            if resort:
+                all_labels = np.concatenate((old_labels, labels))
+                all_times = np.concatenate((old_times, times))
+                ordered = np.lexsort((all_labels, all_times))
+                all_labels, all_times = all_labels[ordered], all_times[ordered]
+            else:
+                all_labels, all_times = np.insert(old_labels, at, labels), np.insert(old_times, at, times)
+            self._times, self._order = array("d"), array("q")
+            self._times.frombytes(all_times.astype(np.float64).tobytes())
+            self._order.frombytes(all_labels.astype(np.int64).tobytes())
+        keyed = np.frombuffer(self._order[start:], np.int64)
+        lo = max(0, same - 1)  # the last unchanged place gets a new next link
+        part, part_times = keyed[lo - start :], np.frombuffer(self._times[lo:], np.float64)
+        linked = np.diff(part_times) <= self.config.gap_seconds
+        near = lo and part_times[0] - self._times[lo - 1] <= self.config.gap_seconds
+        before = self._order[lo - 1] if near else -1
+        self.prev[part] = np.concatenate(([before], np.where(linked, part[:-1], -1)))
+        self.next[part] = np.concatenate((np.where(linked, part[1:], -1), [-1]))
+        mass = float((self.length[keyed] * self._reach(keyed)).sum())
+        self.extra_length = self.extra_length - old_mass + mass if start else mass
+        self.key_length[keyed] = self.length[keyed] + self.added_length(keyed)
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -143,3 +143,32 @@ def test_bulk_batches_merge_into_the_order_with_ties(newer_labels: bool) -> None
     items.update({x: (t, 2.0) for x, t in zip(moved, times, strict=True)})
     check(ep, items)
     assert ep.labels().tolist() == sorted(items, key=lambda x: (items[x][0], x))
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=ops, window=st.integers(1, 3), decay=st.sampled_from([0.5, 0.7, 1.0]))
+def test_bulk_merges_anywhere_in_the_order_match_a_brute_force_order(
+    ops: list[tuple[str, list[tuple[int, int, int]]]], window: int, decay: float
+) -> None:
+    """Every batch through the bulk merge (threshold 1): at the end of the order, in its middle,
+    before it, ties and re-placed labels included, only the part the batch reaches is relinked."""
+    from mempager.index import episodes
+
+    bulk = episodes._BULK
+    episodes._BULK = 1
+    try:
+        test_links_and_mass_match_a_brute_force_order_after_any_writes.hypothesis.inner_test(ops, window, decay)
+    finally:
+        episodes._BULK = bulk
+
+
+def test_a_newer_batch_relinks_only_the_end_of_the_order() -> None:
+    """Bulk ingest appends newer memories: the merge must not touch the links of the older ones."""
+    ep = Episodes(ContextConfig(2, 0.5, GAP))
+    ep.add(list(range(1000)), [float(i) for i in range(1000)], [3.0] * 1000)
+    ep.prev[:500] = -7  # poisoned far from the end: a merge that relinks everything would repair it
+    ep.add(list(range(1000, 1300)), [1000.0 + i for i in range(300)], [2.0] * 300)
+    assert (ep.prev[:500] == -7).all()
+    ep.prev[:500] = np.concatenate(([-1], np.arange(499)))
+    items = {i: (float(i), 3.0) for i in range(1000)} | {1000 + i: (1000.0 + i, 2.0) for i in range(300)}
+    check(ep, items)

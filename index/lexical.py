@@ -45,7 +45,7 @@ from mempager.index.labelmap import LabelRows
 from mempager.index.lexical_context import context_scored
 from mempager.index.lexical_files import MANIFEST, Docs, load_docs, save_docs
 from mempager.index.lexical_postings import PostingLists, to_csr
-from mempager.index.lexical_topk import on_postings
+from mempager.index.lexical_topk import Wanted, on_postings, resolve
 from mempager.index.lexical_topk import search_scored as top_scored
 from mempager.index.lexquery import (
     QuerySyntaxError,
@@ -380,23 +380,22 @@ class LexicalIndex:
                 rows = rows[allowed(state.row_label[rows], allow)]
             return ranked(state.row_label, rows, scores, k)
 
-    def search_scored(
-        self, query: str, k: int, also: Iterable[int] = ()
-    ) -> tuple[list[tuple[int, float]], dict[int, float]]:
-        """``search`` plus the BM25 of the documents in ``also`` (0 when absent or unmatched).
+    def search_scored(self, query: str, k: int, also: Wanted = ()) -> tuple[list[tuple[int, float]], dict[int, float]]:
+        """``search`` plus the BM25 of the documents in ``also`` (0 when absent or unmatched); ``also``
+        may be a function giving them, called once the top ``k`` is known (``lanes.retrieval`` has the
+        semantic lane search meanwhile, in another thread).
 
         Fusion needs every candidate's score from every lane, not just each lane's top k. The top
         k comes from exact MaxScore pruning (``index.lexical_topk``): the same list as scoring
         every row, without a pass over every row.
         """
         terms = self.tokenizer.terms(query)
-        wanted = [int(x) for x in also]
         if not terms:
-            return [], dict.fromkeys(wanted, 0.0)
+            return [], dict.fromkeys(resolve(also), 0.0)
         with self._lock:
             if self.episodes is not None and len(self.episodes):
-                return context_scored(self._state, terms, k, wanted, self.episodes, self.k1, self.b)
-            return top_scored(self._state, terms, k, wanted, self.k1, self.b)
+                return context_scored(self._state, terms, k, also, self.episodes, self.k1, self.b)
+            return top_scored(self._state, terms, k, also, self.k1, self.b)
 
     def spoken_by(self, query: str, labels: Iterable[int]) -> list[int]:
         """The documents among ``labels`` (an iterable read only when the query names a known speaker;

@@ -16,6 +16,7 @@ exact pruned path (``index.lexical_topk``) still serves indexes without episodes
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mempager.index.episodes import Episodes
-from mempager.index.lexical_topk import _PRUNE_FROM_ROWS
+from mempager.index.lexical_topk import _PRUNE_FROM_ROWS, Wanted, resolve
 from mempager.index.lexical_topk import search_scored as top_scored
 from mempager.index.lexquery import ranked
 
@@ -112,7 +113,7 @@ def _dense(
     labels: Int64s,
     scores: Floats,
     k: int,
-    wanted: Sequence[int],
+    wanted: Wanted,
     k1: float,
     b: float,
 ) -> tuple[list[tuple[int, float]], dict[int, float]]:
@@ -130,13 +131,14 @@ def _dense(
     if state.dead_rows:
         rows = rows[state.alive[rows]]
     top = ranked(state.row_label, rows, every, k) if k > 0 else []
-    at = state.label_row.rows_of(np.asarray(wanted, np.int64))
+    want = resolve(wanted)
+    at = state.label_row.rows_of(np.asarray(want, np.int64))
     got = np.where(at >= 0, every[np.maximum(at, 0)], 0.0)
-    return top, dict(zip([int(x) for x in wanted], got.tolist(), strict=True))
+    return top, dict(zip(want, got.tolist(), strict=True))
 
 
 def context_scored(
-    state: Any, terms: Sequence[str], k: int, wanted: Sequence[int], episodes: Episodes, k1: float, b: float
+    state: Any, terms: Sequence[str], k: int, wanted: Wanted, episodes: Episodes, k1: float, b: float
 ) -> tuple[list[tuple[int, float]], dict[int, float]]:
     """The top ``k`` (label, score) best first, ties to the lower label, and the score of each
     label in ``wanted`` (0.0 when absent or unmatched), as ``index.lexical_topk.search_scored``.
@@ -147,14 +149,19 @@ def context_scored(
     """
     ids = [t for t in dict.fromkeys(state.ids.get(x, -1) for x in terms) if t >= 0 and state.df[t] > 0]
     if not ids:
-        return [], dict.fromkeys(wanted, 0.0)
+        return [], dict.fromkeys(resolve(wanted), 0.0)
     spread, plain = spread_terms(state, ids)
     labels, scores = context_scores(state, spread, episodes, k1, b)
     if plain and state.nrows < _PRUNE_FROM_ROWS:  # as the plain search: one pass over every row
         return _dense(state, [state.terms[t] for t in plain], labels, scores, k, wanted, k1, b)
+    want_now = functools.cache(lambda: resolve(wanted))  # asked for once, as late as can be
     if plain:
         words = [state.terms[t] for t in plain]
-        ask = sorted(set(labels.tolist()) | set(wanted))
+        found = labels
+
+        def ask() -> list[int]:  # the pruned search's own top k first: ``wanted`` may still be coming
+            return sorted(set(found.tolist()) | set(want_now()))
+
         top_plain, plain_of = top_scored(state, words, k + len(labels), ask, k1, b)
         merged = dict(zip(labels.tolist(), scores.tolist(), strict=True))
         for label, extra in plain_of.items():
@@ -166,14 +173,16 @@ def context_scored(
         scores = np.fromiter(merged.values(), np.float64, len(merged))
         order = np.argsort(labels, kind="stable")
         labels, scores = labels[order], scores[order]
-        wanted_scores = _lookup(labels, scores, wanted)
-        for i, label in enumerate(wanted):  # a wanted label outside both lists: its own-text part
+        want = want_now()
+        wanted_scores = _lookup(labels, scores, want)
+        for i, label in enumerate(want):  # a wanted label outside both lists: its own-text part
             if wanted_scores[i] == 0.0:
                 wanted_scores[i] = plain_of.get(label, 0.0)
     else:
         order = np.argsort(labels)  # distinct labels: no ties to settle
         labels, scores = labels[order], scores[order]
-        wanted_scores = _lookup(labels, scores, wanted)
+        want = want_now()
+        wanted_scores = _lookup(labels, scores, want)
     top: list[tuple[int, float]] = []
     if k > 0 and len(labels):
         keep = np.flatnonzero(scores > 0)
@@ -182,4 +191,4 @@ def context_scored(
             keep = keep[-scores[keep] <= cut]
         chosen = keep[np.lexsort((labels[keep], -scores[keep]))[:k]]
         top = list(zip(labels[chosen].tolist(), scores[chosen].tolist(), strict=True))
-    return top, dict(zip([int(x) for x in wanted], wanted_scores.tolist(), strict=True))
+    return top, dict(zip(want, wanted_scores.tolist(), strict=True))

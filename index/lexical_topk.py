@@ -31,7 +31,7 @@ use, at most ``_COLUMNS`` of them, kept current by ``on_postings``) answers with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -43,6 +43,9 @@ from mempager.index.lexquery import ranked
 
 Floats = npt.NDArray[np.float64]
 Int64s = npt.NDArray[np.int64]
+# The labels whose scores a search must also give: given, or a function that gives them once the top
+# k is known (so the semantic lane can search meanwhile, in another thread: lanes.retrieval).
+Wanted = Sequence[int] | Callable[[], Sequence[int]]
 Int32s = npt.NDArray[np.int32]
 _DENSE_SHARE = 1 / 16  # candidates above this share of rows: one pass over every row is cheaper
 # Below this many rows one numpy pass over every row (~2 ns a row) beats pruning's look-ups
@@ -93,18 +96,24 @@ class Postings(Protocol):
     def scores(self, terms: Sequence[str], k1: float, b: float) -> Floats: ...
 
 
+def resolve(wanted: Wanted) -> list[int]:
+    """The labels ``wanted`` names (called once, when they are needed)."""
+    return [int(x) for x in (wanted() if callable(wanted) else wanted)]
+
+
 def search_scored(
-    state: Postings, terms: Sequence[str], k: int, wanted: Sequence[int], k1: float, b: float
+    state: Postings, terms: Sequence[str], k: int, wanted: Wanted, k1: float, b: float
 ) -> tuple[list[tuple[int, float]], dict[int, float]]:
     """The top ``k`` (label, BM25) best first, ties to the lower label, and the BM25 of each label
-    in ``wanted`` (0.0 when absent or unmatched); the same numbers as a full scan."""
+    in ``wanted`` (0.0 when absent or unmatched); the same numbers as a full scan. A function for
+    ``wanted`` is called once the top ``k`` is known."""
     ids = [t for t in dict.fromkeys(state.ids.get(x, -1) for x in terms) if t >= 0 and state.df[t] > 0]
     if not ids:
-        return [], dict.fromkeys(wanted, 0.0)
-    want = np.fromiter(wanted, np.int64, len(wanted))
-    at = state.label_row.rows_of(want)  # -1: no live row
+        return [], dict.fromkeys(resolve(wanted), 0.0)
 
     def of(row_scores: Floats) -> dict[int, float]:
+        want = np.array(resolve(wanted), np.int64)
+        at = state.label_row.rows_of(want)  # -1: no live row
         return dict(zip(want.tolist(), np.where(at >= 0, row_scores[np.maximum(at, 0)], 0.0).tolist(), strict=True))
 
     if state.nrows < _PRUNE_FROM_ROWS:  # one pass over every row answers both
@@ -121,6 +130,8 @@ def search_scored(
         top, full = _top(state, scorer, _bounds(state, ids, postings, scale, base) * weights, k, terms, k1, b)
         if full is not None:  # the pruning gave way to a full pass: it has every score
             return top, of(full)
+    want = np.array(resolve(wanted), np.int64)
+    at = state.label_row.rows_of(want)  # -1: no live row
     held = at >= 0
     known = np.unique(at[held])
     got = np.zeros(len(at), np.float64)

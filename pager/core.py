@@ -132,6 +132,7 @@ class Pager:
     def _release(self) -> None:
         """Let go of the store: listeners off, index caches saved, the store closed if ours."""
         self.workers.stop()
+        self.retriever.close()
         self.eraser.queue.stop()
         self.store.remove_change_listener(self.actor, self._on_change)
         if self._audit_listener is not None:

@@ -6,7 +6,7 @@ Small, batch-first, one return type each. ``embedders/`` and ``index/`` implemen
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -466,8 +466,11 @@ class LexicalLaneLike(Protocol):
     def apply(self, upserted: Sequence[Memory], removed: Sequence[int]) -> None: ...
 
     def search_scored(
-        self, query: str, k: int, also: Sequence[int]
-    ) -> tuple[list[tuple[int, float]], dict[int, float]]: ...
+        self, query: str, k: int, also: Sequence[int] | Callable[[], Sequence[int]]
+    ) -> tuple[list[tuple[int, float]], dict[int, float]]:
+        """The top ``k`` and the scores of ``also`` (or of what it returns, called once the top ``k``
+        is known: the semantic lane may still be searching in another thread)."""
+        ...
 
     def spoken_by(self, query: str, labels: Iterable[int]) -> list[int]: ...
 

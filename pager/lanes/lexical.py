@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +147,7 @@ class LexicalLane:
         return result
 
     def search_scored(
-        self, query: str, k: int, also: Sequence[int]
+        self, query: str, k: int, also: Sequence[int] | Callable[[], Sequence[int]]
     ) -> tuple[list[tuple[int, float]], dict[int, float]]:
         with self.lock:
             if self.dirty:

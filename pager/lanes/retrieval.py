@@ -3,8 +3,11 @@ recall, get."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, wait
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -13,6 +16,7 @@ import numpy as np
 from mempager.config import PagerConfig
 from mempager.errors import InvalidInput, MemoryNotFound, PagerError
 from mempager.fence import render_line
+from mempager.lanes.aside import Aside, inline
 from mempager.lanes.association import AssociationLane
 from mempager.lanes.candidates import Completions
 from mempager.lanes.filters import ANYTHING, DEPTH_FACTOR, Where, where_of
@@ -27,6 +31,24 @@ from mempager.validate import check_text, check_type, make_uri, parse_since, par
 
 log = logging.getLogger("mempager")
 LINE_COST_CACHE = 65_536  # memory versions whose rendered line cost is remembered
+
+
+@dataclass(frozen=True)
+class Searched:
+    """The semantic lane's part of one retrieval: the query's vector (None: the embedder failed),
+    the hits and what was unembedded around the search (None: the search did not run)."""
+
+    vector: Any
+    hits: list[tuple[int, float]] | None
+    around: list[int] | None
+
+
+def _settle(pending: Future[Searched]) -> None:
+    """Wait out a helper's search whose retrieval failed: its own failure is logged, not lost."""
+    wait([pending])
+    failed = pending.exception()
+    if failed is not None:
+        log.error("the semantic search of a failed retrieval failed too: %r", failed)
 
 
 def _check_positive(name: str, value: object) -> None:
@@ -63,6 +85,8 @@ class Retriever:
         self._floors: dict[Callable[[str], int], int] = {}  # token estimator -> the cheapest line's cost
         self._hydrate = hydrator(store, actor)
         self._completions = Completions(store, semantic, actor, lambda: self.config)
+        self._aside = Aside()
+        self._searches_aside = bool(getattr(semantic, "searches_aside", False))
 
     def retrieve(
         self, query: str, k: int | None = None, *, budget: int | None = None, where: Where = ANYTHING
@@ -87,29 +111,37 @@ class Retriever:
 
     def rank(self, query: str, depth: int) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[int, float]]]:
         """Each lane's ranked (label, score) list, ``depth`` deep (lanes never gate each other),
-        and each lane's score for the candidates the other lanes found."""
+        and each lane's score for the candidates the other lanes found.
+
+        The semantic lane embeds and searches in a helper thread (``lanes.aside``) while this one
+        searches the lexical lane, which asks for the semantic hits only to score them, at its end.
+        """
         lanes: dict[str, list[tuple[int, float]]] = {}
         completions: dict[str, dict[int, float]] = {}
-        vector = None
         unindexed = self.config.salience_mode == "unindexed"
-        # What the semantic lane cannot see, read around its search (search_snapshot), so no
-        # memory falls between the semantic and salience lanes for this query.
-        unembedded: set[int] | None = None
+        search = functools.partial(self._semantic, query, depth)
+        pending = self._aside.submit(search) if self._searches_aside else inline(search)
+
+        def also() -> list[int]:  # the lexical lane scores the other lanes' finds too, at its end
+            return [label for label, _ in pending.result().hits or ()] + [label for label, _ in timed]
+
         try:
-            vector = self.semantic.embed_query(query)
-            lanes["semantic"], around = self.semantic.search_snapshot(vector, depth)
-            unembedded = set(around)
-        except PagerError as exc:  # a failing embedder degrades retrieval, it does not stop it
-            log.warning("semantic lane skipped for this query: %s", exc)
-        if unembedded is None:
-            unembedded = set(self.semantic.unembedded_labels())
-        semantic_labels = [label for label, _ in lanes.get("semantic", ())]
-        windows = self.when.windows(query) if self.config.lane_weights.get("time", 0.0) > 0 else []
-        timed = self.when.search(windows, depth) if windows else []
+            windows = self.when.windows(query) if self.config.lane_weights.get("time", 0.0) > 0 else []
+            timed = self.when.search(windows, depth) if windows else []
+            lexical = self.lexical.search_scored(query, depth, also)
+        except BaseException:
+            _settle(pending)
+            raise
+        found = pending.result()
+        if found.hits is not None:
+            lanes["semantic"] = found.hits
         if timed:
             lanes["time"] = timed
-        also = semantic_labels + [label for label, _ in timed]
-        lanes["lexical"], completions["lexical"] = self.lexical.search_scored(query, depth, also)
+        lanes["lexical"], completions["lexical"] = lexical
+        vector = found.vector
+        # What the semantic lane cannot see, read around its search (search_snapshot), so no
+        # memory falls between the semantic and salience lanes for this query.
+        unembedded = set(found.around) if found.around is not None else set(self.semantic.unembedded_labels())
         params = params_from_config(self.config, self.clock())
         only = sorted(unembedded) if unindexed else None  # [] (nothing unembedded): no store call, below
         lanes["salience"] = (
@@ -130,6 +162,22 @@ class Retriever:
         if self.config.lane_weights.get("association", 0.0) > 0:
             self._associate(lanes, completions, vector, unembedded, depth)
         return lanes, completions
+
+    def _semantic(self, query: str, depth: int) -> Searched:
+        """The query's vector and the semantic lane's hits, with what was unembedded around the
+        search; a failing embedder or index degrades retrieval (logged), it does not stop it."""
+        vector = None
+        try:
+            vector = self.semantic.embed_query(query)
+            hits, around = self.semantic.search_snapshot(vector, depth)
+            return Searched(vector, hits, around)
+        except PagerError as exc:
+            log.warning("semantic lane skipped for this query: %s", exc)
+            return Searched(vector, None, None)
+
+    def close(self) -> None:
+        """Stop the helper threads (``lanes.aside``); a retrieval after this runs in one thread."""
+        self._aside.close()
 
     def _associate(
         self,

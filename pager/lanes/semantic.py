@@ -67,6 +67,10 @@ class _Unbuilt:
 
 
 class SemanticLane:
+    # Its search (hnswlib, and the query embedding) may run in a helper thread beside the lexical
+    # lane's (``lanes.aside``): both are thread-safe, and hnswlib releases the GIL while it searches.
+    searches_aside = True
+
     def __init__(
         self,
         store: Store,

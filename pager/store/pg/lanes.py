@@ -15,7 +15,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,7 +35,10 @@ class PgSemanticLane:
 
     ``feed``: the same actor's lexical lane, told by each search whether it missed a text change
     (``search_snapshot``): when it did not, the retrieve's lexical search reads nothing itself.
+    That word is kept per thread, so the search runs in the retrieving thread (``lanes.aside``).
     """
+
+    searches_aside = False
 
     def __init__(self, store: Any, actor: str, embedder: Embedder, feed: PgLexicalLane | None = None) -> None:
         self.store = store
@@ -227,7 +230,7 @@ class PgLexicalLane:
         """Changes arrive through the audit trail at the next search, whoever made them."""
 
     def search_scored(
-        self, query: str, k: int, also: Sequence[int]
+        self, query: str, k: int, also: Sequence[int] | Callable[[], Sequence[int]]
     ) -> tuple[list[tuple[int, float]], dict[int, float]]:
         if not self._read_with_search():
             self.catch_up()

@@ -57,6 +57,12 @@ class ContextConfig:
         return tuple(self.decay**d for d in range(1, self.window + 1))
 
 
+def _around(places: Int64s, radius: int, size: int) -> Int64s:
+    """The places within ``radius`` of any of ``places``, in [0, size), ascending, each once."""
+    spread = (places[:, None] + np.arange(-radius, radius + 1)).ravel()
+    return np.unique(np.clip(spread, 0, size - 1))
+
+
 def _step(labels: Int64s, links: Int64s) -> Int64s:
     """Follow one link from each label (-1 where there is none or the label is unknown).
 
@@ -215,10 +221,10 @@ class Episodes:
 
     def _merge(self, labels: Int64s, times: Floats, lengths: Floats) -> None:
         """Add a large batch in one pass (a rebuild, a bulk import): sort the batch, merge it into
-        the order (O(n + m), no re-sort of what is there), relink and re-sum the key lengths of the
-        part of the order the batch reaches: from its first place on, less a window. A batch newer
-        than what is there (bulk ingest) touches only the end of the order, so its links and sums
-        cost O(m), not a pass over every memory (a 10k batch into 1M memories: 99 ms before, 0.5 ms)."""
+        the order (O(n + m), no re-sort of what is there), then relink and re-sum the key lengths
+        only around the places the batch took: a key reads links at most ``window`` places away.
+        A batch newer than the order is appended, not copied. A 10k batch into 1M memories took
+        99 ms relinking and re-summing every memory; now 0.5 ms appended, ~15 ms spread through."""
         labels, first = np.unique(labels[::-1], return_index=True)  # a repeated label keeps its last entry
         keep = len(times) - 1 - first
         times, lengths = times[keep], lengths[keep]
@@ -238,39 +244,67 @@ class Episodes:
         # (labels grow with writes, so a tie almost always has the new label last)
         tie = (at > 0) & (old_times[np.maximum(at - 1, 0)] == times) if len(old_times) else np.zeros(0, bool)
         resort = bool(len(old_times)) and bool((old_labels[np.maximum(at - 1, 0)][tie] > labels[tie]).any())
-        # Places below ``same`` hold the old order's entries with their links and keys unchanged.
-        same = 0 if moved.any() or resort else int(at[0])
-        # A key (and a memory's reach) reads the links up to ``window`` places away: below ``start``
-        # none of them changed. The old mass from ``start`` on is read before any link changes.
-        start = max(0, same - 1 - self.config.window)
-        old_mass = self._mass(start, len(self._order)) if start else 0.0
+        if moved.any() or resort or not len(old_times):
+            self._merge_all(old_labels, old_times, labels, times, lengths, resort)
+            return
+        n_old, n_all = len(old_times), len(old_times) + len(labels)
+        placed = at + np.arange(len(labels))  # each new entry's place in the merged order
+        # A key (and a reach) follows links up to ``window`` steps; only links at a new place and its
+        # two neighbours change, so a key further than ``window`` places from every new one stands.
+        near = _around(placed, self.config.window, n_all)
+        before = np.searchsorted(placed, near, side="right")  # new entries placed at or before each
+        new_here = (before > 0) & (placed[np.maximum(before - 1, 0)] == near)
+        stayed = old_labels[np.minimum(near - before, n_old - 1)][~new_here]
+        old_mass = float((self.length[stayed] * self._reach(stayed)).sum())  # with the old links
         self.when[labels], self.length[labels], self.member[labels] = times, lengths, True
-        if same and same == len(self._order):  # all after the old order: appended, not copied
+        if at[0] == n_old:  # all after the old order: appended, not copied
             del old_labels, old_times  # views of the arrays about to grow
-            self._times.frombytes(times.astype(np.float64).tobytes())
-            self._order.frombytes(labels.astype(np.int64).tobytes())
+            self._times.frombytes(times.tobytes())
+            self._order.frombytes(labels.tobytes())
         else:
-            if resort:
-                all_labels = np.concatenate((old_labels, labels))
-                all_times = np.concatenate((old_times, times))
-                ordered = np.lexsort((all_labels, all_times))
-                all_labels, all_times = all_labels[ordered], all_times[ordered]
-            else:
-                all_labels, all_times = np.insert(old_labels, at, labels), np.insert(old_times, at, times)
+            merged_labels, merged_times = np.insert(old_labels, at, labels), np.insert(old_times, at, times)
+            del old_labels, old_times
             self._times, self._order = array("d"), array("q")
-            self._times.frombytes(all_times.astype(np.float64).tobytes())
-            self._order.frombytes(all_labels.astype(np.int64).tobytes())
-        keyed = np.frombuffer(self._order[start:], np.int64)
-        lo = max(0, same - 1)  # the last unchanged place gets a new next link
-        part, part_times = keyed[lo - start :], np.frombuffer(self._times[lo:], np.float64)
-        linked = np.diff(part_times) <= self.config.gap_seconds
-        near = lo and part_times[0] - self._times[lo - 1] <= self.config.gap_seconds
-        before = self._order[lo - 1] if near else -1
-        self.prev[part] = np.concatenate(([before], np.where(linked, part[:-1], -1)))
-        self.next[part] = np.concatenate((np.where(linked, part[1:], -1), [-1]))
-        mass = float((self.length[keyed] * self._reach(keyed)).sum())
-        self.extra_length = self.extra_length - old_mass + mass if start else mass
+            self._times.frombytes(merged_times.tobytes())
+            self._order.frombytes(merged_labels.tobytes())
+        self._relink_places(_around(placed, 1, n_all))
+        keyed = np.frombuffer(self._order, np.int64)[near]
+        self.extra_length += float((self.length[keyed] * self._reach(keyed)).sum()) - old_mass
         self.key_length[keyed] = self.length[keyed] + self.added_length(keyed)
+
+    def _merge_all(
+        self, old_labels: Int64s, old_times: Floats, labels: Int64s, times: Floats, lengths: Floats, resort: bool
+    ) -> None:
+        """The merge when places move (re-placed labels, a tie to re-sort, an empty order): every
+        memory relinked and re-summed."""
+        if resort:
+            all_labels = np.concatenate((old_labels, labels))
+            all_times = np.concatenate((old_times, times))
+            ordered = np.lexsort((all_labels, all_times))
+            all_labels, all_times = all_labels[ordered], all_times[ordered]
+        else:
+            at = np.searchsorted(old_times, times, side="right")
+            all_labels, all_times = np.insert(old_labels, at, labels), np.insert(old_times, at, times)
+        del old_labels, old_times
+        self.when[labels], self.length[labels], self.member[labels] = times, lengths, True
+        self._times, self._order = array("d"), array("q")
+        self._times.frombytes(all_times.astype(np.float64).tobytes())
+        self._order.frombytes(all_labels.astype(np.int64).tobytes())
+        linked = np.diff(all_times) <= self.config.gap_seconds
+        self.prev[all_labels] = np.concatenate(([-1], np.where(linked, all_labels[:-1], -1)))
+        self.next[all_labels] = np.concatenate((np.where(linked, all_labels[1:], -1), [-1]))
+        self.extra_length = float((self.length[all_labels] * self._reach(all_labels)).sum())
+        self.key_length[all_labels] = self.length[all_labels] + self.added_length(all_labels)
+
+    def _relink_places(self, places: Int64s) -> None:
+        """Recompute the immediate links of the memories at ``places`` (ascending, in range)."""
+        order = np.frombuffer(self._order, np.int64)
+        when = np.frombuffer(self._times, np.float64)
+        last, gap = len(order) - 1, self.config.gap_seconds
+        left, right = np.maximum(places - 1, 0), np.minimum(places + 1, last)
+        me = order[places]
+        self.prev[me] = np.where((places > 0) & (when[places] - when[left] <= gap), order[left], -1)
+        self.next[me] = np.where((places < last) & (when[right] - when[places] <= gap), order[right], -1)
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -172,3 +172,17 @@ def test_a_newer_batch_relinks_only_the_end_of_the_order() -> None:
     ep.prev[:500] = np.concatenate(([-1], np.arange(499)))
     items = {i: (float(i), 3.0) for i in range(1000)} | {1000 + i: (1000.0 + i, 2.0) for i in range(300)}
     check(ep, items)
+
+
+def test_a_batch_spread_through_the_order_matches_a_brute_force_order() -> None:
+    """An import of older memories lands all through the order: each place's neighbourhood is redone."""
+    rng = np.random.default_rng(11)
+    ep = Episodes(ContextConfig(2, 0.5, GAP))
+    items: dict[int, tuple[float, float]] = {}
+    for lo in (0, 2000, 2600):
+        labels = list(range(lo, lo + 600))
+        times = (rng.permutation(60_000)[:600] * 7.0).tolist()  # distinct times, gaps above and below GAP
+        lengths = rng.integers(1, 20, 600).astype(float).tolist()
+        ep.add(labels, times, lengths)
+        items.update({x: (t, n) for x, t, n in zip(labels, times, lengths, strict=True)})
+        check(ep, items)

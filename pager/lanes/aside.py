@@ -1,12 +1,13 @@
 """Work a retrieval runs beside its own: the semantic lane's search, in a helper thread, while the
 calling thread searches the lexical lane.
 
-hnswlib's search releases the GIL, and so do ONNX Runtime and torch while they embed the query, so
-they overlap the lexical lane's numpy work. Measured on 600 LoCoMo questions (both lanes, depth 50):
-at 1M memories 3.23 -> 2.05 ms p50, at 100k 0.54 -> 0.44 ms (benchmarks/results/scale.md has the
-whole ``retrieve``). A lane whose search must run in the caller's thread says so with
-``searches_aside = False`` (PostgreSQL's: its search tells this thread's lexical lane whether it is
-current), and runs there as before.
+hnswlib's search releases the GIL, so it overlaps the lexical lane's numpy work. Measured on 600
+LoCoMo questions (both lanes, depth 50): at 1M memories 3.23 -> 2.05 ms p50, at 100k 0.54 -> 0.44 ms
+(benchmarks/results/scale.md has the whole ``retrieve``). The query is embedded before, in the
+calling thread: the lexical lane waits for the search under its lock, which must never mean waiting
+for a slow or failing embedding service. A lane whose search must run in the caller's thread says so
+with ``searches_aside = False`` (PostgreSQL's: its search tells this thread's lexical lane whether it
+is current), and runs there as before.
 """
 
 from __future__ import annotations

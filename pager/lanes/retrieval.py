@@ -35,10 +35,9 @@ LINE_COST_CACHE = 65_536  # memory versions whose rendered line cost is remember
 
 @dataclass(frozen=True)
 class Searched:
-    """The semantic lane's part of one retrieval: the query's vector (None: the embedder failed),
-    the hits and what was unembedded around the search (None: the search did not run)."""
+    """The semantic lane's hits in one retrieval and what was unembedded around its search (both
+    None: the search did not run)."""
 
-    vector: Any
     hits: list[tuple[int, float]] | None
     around: list[int] | None
 
@@ -113,14 +112,16 @@ class Retriever:
         """Each lane's ranked (label, score) list, ``depth`` deep (lanes never gate each other),
         and each lane's score for the candidates the other lanes found.
 
-        The semantic lane embeds and searches in a helper thread (``lanes.aside``) while this one
-        searches the lexical lane, which asks for the semantic hits only to score them, at its end.
+        The query is embedded here, then the semantic lane searches in a helper thread (``lanes.aside``)
+        while this one searches the lexical lane, which asks for the semantic hits only to score them,
+        at its end (so it waits, under its lock, for an in-process search of a few ms at most).
         """
         lanes: dict[str, list[tuple[int, float]]] = {}
         completions: dict[str, dict[int, float]] = {}
         unindexed = self.config.salience_mode == "unindexed"
-        search = functools.partial(self._semantic, query, depth)
-        pending = self._aside.submit(search) if self._searches_aside else inline(search)
+        vector = self._embed(query)  # here: a slow or failing embedder never waits under a lane's lock
+        search = functools.partial(self._search, vector, depth)
+        pending = self._aside.submit(search) if self._searches_aside and vector is not None else inline(search)
 
         def also() -> list[int]:  # the lexical lane scores the other lanes' finds too, at its end
             return [label for label, _ in pending.result().hits or ()] + [label for label, _ in timed]
@@ -138,7 +139,6 @@ class Retriever:
         if timed:
             lanes["time"] = timed
         lanes["lexical"], completions["lexical"] = lexical
-        vector = found.vector
         # What the semantic lane cannot see, read around its search (search_snapshot), so no
         # memory falls between the semantic and salience lanes for this query.
         unembedded = set(found.around) if found.around is not None else set(self.semantic.unembedded_labels())
@@ -163,17 +163,25 @@ class Retriever:
             self._associate(lanes, completions, vector, unembedded, depth)
         return lanes, completions
 
-    def _semantic(self, query: str, depth: int) -> Searched:
-        """The query's vector and the semantic lane's hits, with what was unembedded around the
-        search; a failing embedder or index degrades retrieval (logged), it does not stop it."""
-        vector = None
+    def _embed(self, query: str) -> Any:
+        """The query's vector, or None: a failing embedder degrades retrieval (logged), it does not stop it."""
         try:
-            vector = self.semantic.embed_query(query)
-            hits, around = self.semantic.search_snapshot(vector, depth)
-            return Searched(vector, hits, around)
+            return self.semantic.embed_query(query)
         except PagerError as exc:
             log.warning("semantic lane skipped for this query: %s", exc)
-            return Searched(vector, None, None)
+            return None
+
+    def _search(self, vector: Any, depth: int) -> Searched:
+        """The semantic lane's hits, with what was unembedded around the search (None and None
+        without a vector, or when the search fails: logged, as a failing embedder)."""
+        if vector is None:
+            return Searched(None, None)
+        try:
+            hits, around = self.semantic.search_snapshot(vector, depth)
+        except PagerError as exc:
+            log.warning("semantic lane skipped for this query: %s", exc)
+            return Searched(None, None)
+        return Searched(hits, around)
 
     def close(self) -> None:
         """Stop the helper threads (``lanes.aside``); a retrieval after this runs in one thread."""

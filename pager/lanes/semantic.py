@@ -67,8 +67,8 @@ class _Unbuilt:
 
 
 class SemanticLane:
-    # Its search (hnswlib, and the query embedding) may run in a helper thread beside the lexical
-    # lane's (``lanes.aside``): both are thread-safe, and hnswlib releases the GIL while it searches.
+    # Its search may run in a helper thread beside the lexical lane's (``lanes.aside``): it is
+    # thread-safe, waits on nothing outside the index, and hnswlib releases the GIL while it searches.
     searches_aside = True
 
     def __init__(

@@ -106,3 +106,17 @@ def test_after_close_work_runs_in_the_calling_thread() -> None:
     aside.close()
     assert aside.submit(lambda: threading.current_thread().name).result() == threading.current_thread().name
     assert not [t for t in threading.enumerate() if t.name.startswith("mempager-aside")]
+
+
+def test_the_query_is_embedded_in_the_calling_thread(pager: Any) -> None:
+    """The lexical lane waits for the search under its lock: never for an embedding service."""
+    threads: list[str] = []
+    embed = pager.semantic.embed_query
+
+    def recorded(query: str) -> Any:
+        threads.append(threading.current_thread().name)
+        return embed(query)
+
+    pager.semantic.embed_query = recorded
+    assert pager.retrieve("where is the deploy key")
+    assert threads == [threading.current_thread().name]

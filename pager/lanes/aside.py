@@ -3,7 +3,8 @@ calling thread searches the lexical lane.
 
 hnswlib's search releases the GIL, so it overlaps the lexical lane's numpy work. Measured on 600
 LoCoMo questions (both lanes, depth 50): at 1M memories 3.23 -> 2.05 ms p50, at 100k 0.54 -> 0.44 ms
-(benchmarks/results/scale.md has the whole ``retrieve``). The query is embedded before, in the
+(benchmarks/results/scale.md has the whole ``retrieve``); a small index's search is too short to pay
+for the hand-over (``lanes.semantic.ASIDE_FROM``). The query is embedded before, in the
 calling thread: the lexical lane waits for the search under its lock, which must never mean waiting
 for a slow or failing embedding service. A lane whose search must run in the caller's thread says so
 with ``searches_aside = False`` (PostgreSQL's: its search tells this thread's lexical lane whether it

@@ -85,7 +85,6 @@ class Retriever:
         self._hydrate = hydrator(store, actor)
         self._completions = Completions(store, semantic, actor, lambda: self.config)
         self._aside = Aside()
-        self._searches_aside = bool(getattr(semantic, "searches_aside", False))
 
     def retrieve(
         self, query: str, k: int | None = None, *, budget: int | None = None, where: Where = ANYTHING
@@ -121,7 +120,8 @@ class Retriever:
         unindexed = self.config.salience_mode == "unindexed"
         vector = self._embed(query)  # here: a slow or failing embedder never waits under a lane's lock
         search = functools.partial(self._search, vector, depth)
-        pending = self._aside.submit(search) if self._searches_aside and vector is not None else inline(search)
+        aside = vector is not None and bool(getattr(self.semantic, "searches_aside", False))  # a large index
+        pending = self._aside.submit(search) if aside else inline(search)
 
         def also() -> list[int]:  # the lexical lane scores the other lanes' finds too, at its end
             return [label for label, _ in pending.result().hits or ()] + [label for label, _ in timed]

@@ -11,6 +11,7 @@ import pytest
 
 import mempager
 from mempager import PagerConfig
+from mempager.lanes import semantic as semantic_lane
 from mempager.lanes.aside import Aside
 
 TEXTS = [
@@ -25,7 +26,8 @@ QUESTIONS = ["where is the deploy key", "when did Caroline go to the support gro
 
 
 @pytest.fixture
-def pager(store_path: Path) -> Any:
+def pager(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(semantic_lane, "ASIDE_FROM", 1)  # this small index searches aside too
     p = mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash"))
     p.remember_many([{"type": "event", "text": t} for t in TEXTS * 3])
     assert p.sync(timeout=60)
@@ -45,10 +47,11 @@ def test_a_search_aside_ranks_exactly_as_one_in_line(pager: Any) -> None:
     retriever = pager.retriever
     now = retriever.clock()
     retriever.clock = lambda: now  # the prior's recency: the same moment for both rankings
-    assert retriever._searches_aside  # the embedded store's HNSW lane searches aside
+    assert pager.semantic.searches_aside
     aside = [retriever.rank(q, 50) for q in QUESTIONS]
     assert all(name.startswith("mempager-aside") for name in threads) and len(threads) == len(QUESTIONS)
-    retriever._searches_aside = False
+    semantic_lane.ASIDE_FROM = len(pager.semantic) + 1  # (monkeypatch restores it)
+    assert not pager.semantic.searches_aside
     in_line = [retriever.rank(q, 50) for q in QUESTIONS]
     assert threads[len(QUESTIONS) :] == [threading.current_thread().name] * len(QUESTIONS)
     assert aside == in_line
@@ -120,3 +123,21 @@ def test_the_query_is_embedded_in_the_calling_thread(pager: Any) -> None:
     pager.semantic.embed_query = recorded
     assert pager.retrieve("where is the deploy key")
     assert threads == [threading.current_thread().name]
+
+
+def test_a_small_index_searches_in_the_calling_thread(store_path: Path) -> None:
+    """Below ASIDE_FROM vectors the hand-over to a helper costs what the overlap saves."""
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
+        p.remember_many([{"type": "event", "text": t} for t in TEXTS])
+        assert p.sync(timeout=60)
+        threads: list[str] = []
+        search = p.semantic.search_snapshot
+
+        def recorded(vector: Any, k: int) -> Any:
+            threads.append(threading.current_thread().name)
+            return search(vector, k)
+
+        p.semantic.search_snapshot = recorded
+        assert len(p.semantic) < semantic_lane.ASIDE_FROM and not p.semantic.searches_aside
+        assert p.retrieve("where is the deploy key")
+        assert threads == [threading.current_thread().name]

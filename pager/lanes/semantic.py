@@ -29,10 +29,11 @@ from mempager.validate import content_digest as digest
 from mempager.validate import content_digests as digests
 
 log = logging.getLogger("mempager.semantic")
-# From this many vectors the search runs beside the lexical lane's. At 100k real MiniLM vectors it
-# takes ~0.12 ms and the hand-over to a helper thread cost about what it saved (retrieve p50 +0.05 to
-# +0.1 ms at 10k and 100k in bench_retrieve); at 1M (ef 600) it takes ~1.2 ms and saves ~1.1 ms.
-ASIDE_FROM = 200_000
+# From this many vectors the search runs beside the lexical lane's. Measured side by side (retrieve
+# p50): at 10k the search takes ~0.08 ms and the hand-over to a helper cost more than it saved (0.78
+# -> 0.82-0.86 ms); at 100k (search 0.12-0.24 ms) it saves up to 0.1 ms (1.09 -> 0.98-1.01 ms); at 1M
+# (ef 600, search ~1.2 ms) ~1.1 ms.
+ASIDE_FROM = 50_000
 
 
 def slug(text: str) -> str:

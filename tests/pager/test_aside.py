@@ -126,7 +126,7 @@ def test_the_query_is_embedded_in_the_calling_thread(pager: Any) -> None:
 
 
 def test_a_small_index_searches_in_the_calling_thread(store_path: Path) -> None:
-    """Below ASIDE_FROM vectors the hand-over to a helper costs what the overlap saves."""
+    """Below ASIDE_FROM vectors the hand-over to a helper costs more than the overlap saves."""
     with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
         p.remember_many([{"type": "event", "text": t} for t in TEXTS])
         assert p.sync(timeout=60)

@@ -35,15 +35,21 @@ def pager(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     p.close()
 
 
-def test_a_search_aside_ranks_exactly_as_one_in_line(pager: Any) -> None:
+def _search_threads(p: Any) -> list[str]:
+    """The names of the threads the semantic lane's searches run in, from now on."""
     threads: list[str] = []
-    search = pager.semantic.search_snapshot
+    search = p.semantic.search_snapshot
 
     def recorded(vector: Any, k: int) -> Any:
         threads.append(threading.current_thread().name)
         return search(vector, k)
 
-    pager.semantic.search_snapshot = recorded
+    p.semantic.search_snapshot = recorded
+    return threads
+
+
+def test_a_search_aside_ranks_exactly_as_one_in_line(pager: Any) -> None:
+    threads = _search_threads(pager)
     retriever = pager.retriever
     now = retriever.clock()
     retriever.clock = lambda: now  # the prior's recency: the same moment for both rankings
@@ -130,14 +136,7 @@ def test_a_small_index_searches_in_the_calling_thread(store_path: Path) -> None:
     with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
         p.remember_many([{"type": "event", "text": t} for t in TEXTS])
         assert p.sync(timeout=60)
-        threads: list[str] = []
-        search = p.semantic.search_snapshot
-
-        def recorded(vector: Any, k: int) -> Any:
-            threads.append(threading.current_thread().name)
-            return search(vector, k)
-
-        p.semantic.search_snapshot = recorded
+        threads = _search_threads(p)
         assert len(p.semantic) < semantic_lane.ASIDE_FROM and not p.semantic.searches_aside
         assert p.retrieve("where is the deploy key")
         assert threads == [threading.current_thread().name]

@@ -311,10 +311,6 @@ class DuckDBStore:
     def content_hashes(self, actor: str) -> dict[int, str]:
         return self.table(actor).content_hashes()
 
-    def content_hashes_of(self, actor: str, labels: LabelArray) -> list[str | None]:
-        """The content hash of each label (None where it is not a live memory of ``actor``)."""
-        return self.table(actor).hashes_of(labels)
-
     def content_digests_of(self, actor: str, labels: LabelArray) -> npt.NDArray[np.int64]:
         """``validate.content_digest`` of each label's content hash (-1 where it is not a live memory)."""
         return self.table(actor).digests_of(labels)

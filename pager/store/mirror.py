@@ -448,14 +448,6 @@ class ActorTable:
             hashes = self.hash_col.take(self.rows.rows())
             return dict(zip(self.rows.labels().tolist(), hashes, strict=True))
 
-    def hashes_of(self, labels: np.ndarray) -> list[str | None]:
-        with self.lock:
-            rows = self.rows.rows_of(np.asarray(labels, dtype=np.int64))
-            found = self.hash_col.take(np.maximum(rows, 0))
-        for i in np.flatnonzero(rows < 0).tolist():
-            found[i] = None
-        return found
-
     def digests_of(self, labels: np.ndarray) -> npt.NDArray[np.int64]:
         """``validate.content_digest`` of each label's content hash (-1: no live row), without a
         string per label: the packed hash's leading bits, for all but the hashes that do not pack."""

@@ -85,6 +85,7 @@ class State:
         self.bound_ratio, self.bound_scale = np.zeros(len(terms)), np.zeros(len(terms))
         self.bound_base = 0.0  # the k1 * (1 - b) the ratios were computed with
         self.tf_columns: dict[int, npt.NDArray[np.uint8]] = {}  # common terms' tf per row (lexical_topk)
+        self.tf_uses: dict[int, int] = {}  # how often each common term was scored (who keeps a column)
         self.row_label = np.zeros(0, np.int64)
         self.doclen = np.zeros(0, np.float64)
         self.alive = np.zeros(0, bool)

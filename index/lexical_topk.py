@@ -27,6 +27,9 @@ cheaper and is used.
 Scoring a candidate looks its tf up in each query term's postings (a binary search); for the few
 terms held by more than 1/64 of the documents, a byte per row (``State.tf_columns``, made on first
 use, at most ``_COLUMNS`` of them, kept current by ``on_postings``) answers with one read instead.
+Once all ``_COLUMNS`` are taken, a term scored ``_TAKE_OVER`` times as often as the least used
+column's term takes its place: the columns follow what is asked (names, at LoCoMo scale), not
+whichever common terms the first queries happened to hold.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ _PRUNE_FROM_ROWS = 262_144
 _COLUMN_SHARE = 1 / 64  # a term in more than this share of rows gets a tf column ...
 _COLUMNS = 32  # ... up to this many per index (a byte per row each)
 _SATURATED = 255  # a tf column's largest value: the exact tf is then read from the postings
+_TAKE_OVER = 2  # a term takes a full set's least used column once scored this many times as often
 # ``bound_scale`` of a ratio computed at scale 0 (b = 0): 0 itself means "not computed yet", and
 # any scale a search can have (>= 0) is at or above it. Without it, b = 0 recomputed every bound
 # on every search (a pass over each query term's postings: ~0.75 ms a query at 1M memories).
@@ -66,6 +70,7 @@ class Postings(Protocol):
 
     bound_base: float
     tf_columns: dict[int, npt.NDArray[np.uint8]]
+    tf_uses: dict[int, int]
 
     @property
     def bound_ratio(self) -> Floats: ...
@@ -216,18 +221,27 @@ def _lookup(post: Int32s, needles: npt.NDArray[np.int32]) -> tuple[npt.NDArray[n
 
 
 def _column(state: Postings, term: int) -> npt.NDArray[np.uint8] | None:
-    """The term's tf column (made now if the term is common enough and there is room), or None."""
+    """The term's tf column (made now if the term is common enough and there is room, or it is
+    asked ``_TAKE_OVER`` times as often as the least asked term holding one), or None."""
     column = state.tf_columns.get(term)
     if column is None:
         n = int(state.npost[term])
-        if n <= _COLUMN_SHARE * state.nrows or len(state.tf_columns) >= _COLUMNS:
+        if n <= _COLUMN_SHARE * state.nrows:
             return None
+        uses = state.tf_uses[term] = state.tf_uses.get(term, 0) + 1
+        if len(state.tf_columns) >= _COLUMNS:
+            least = min(state.tf_columns, key=lambda t: state.tf_uses.get(t, 0))
+            if uses < _TAKE_OVER * max(state.tf_uses.get(least, 0), 1):
+                return None
+            del state.tf_columns[least]  # its postings still answer; its column comes back if asked again
         column = np.zeros(state.nrows + state.nrows // 8 + 1024, np.uint8)
         post = state.post[term]
         column[post[0, :n]] = np.minimum(post[1, :n], _SATURATED)
         state.tf_columns[term] = column
-    elif len(column) < state.nrows:  # rows added since, none of them holding the term
-        column = state.tf_columns[term] = _grown(column, state.nrows)
+    else:
+        state.tf_uses[term] = state.tf_uses.get(term, 0) + 1
+        if len(column) < state.nrows:  # rows added since, none of them holding the term
+            column = state.tf_columns[term] = _grown(column, state.nrows)
     return column
 
 

@@ -92,6 +92,35 @@ def test_common_terms_tf_columns_saturate_and_follow_writes() -> None:
             )
 
 
+def test_a_full_set_of_tf_columns_follows_the_terms_asked_most(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With every column taken, a common term scored twice as often as the least used column's
+    term takes that column; one asked less does not; results stay the full scan's throughout."""
+    monkeypatch.setattr(lexical_topk, "_COLUMNS", 1)
+    index = LexicalIndex()
+    rare = {i: f" {WORDS[i // 5 % 4]}" for i in range(20)}  # alpha..delta: 5 documents each, under 1/64
+    index.add(list(range(400)), [f"river stone{rare.get(i, '')}" for i in range(400)])  # two common terms
+    state = index._state
+    river, stone = state.ids["river"], state.ids["stone"]
+
+    def ask(query: str) -> None:
+        assert index.search_scored(query, 5, [7]) == reference(index, query, 5, [7])
+
+    with pruning_always():
+        ask("river alpha")
+        assert set(state.tf_columns) == {river}
+        ask("stone alpha")  # asked once, as often as river: river keeps the one column
+        assert set(state.tf_columns) == {river}
+        ask("stone beta")  # twice now, river once
+        assert set(state.tf_columns) == {stone}
+        ask("river gamma")  # river twice, stone twice: no take-over back
+        assert set(state.tf_columns) == {stone}
+        index.add([600], ["river " * 3 + "alpha"])  # writes follow into the column that is there
+        for _ in range(3):
+            ask("river alpha")
+        assert set(state.tf_columns) == {river}  # 5 against 2: rebuilt from the postings, write included
+        assert index.search_scored("river alpha", 1, [])[0][0][0] == 600  # the write, from the new column
+
+
 def test_bounds_follow_appends_that_raise_them() -> None:
     """A term's bound is computed from long documents; a short one that repeats it comes in and
     must be found (a stale bound would stop the search before reaching it)."""

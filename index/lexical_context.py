@@ -144,8 +144,9 @@ def context_scored(
     label in ``wanted`` (0.0 when absent or unmatched), as ``index.lexical_topk.search_scored``.
 
     Rare terms score on context keys (``context_scores``); common ones on own text through the
-    exact pruned search, asked for ``k`` more than the context candidates and for every context
-    candidate's score, so the merged top ``k`` is exact.
+    exact pruned search, asked for its best ``k`` outside the context candidates and for every
+    context candidate's score: the merged top ``k`` is exact (any other memory scores its own text
+    alone, and ranks below those ``k``), and the pruning keeps its depth of ``k``.
     """
     ids = [t for t in dict.fromkeys(state.ids.get(x, -1) for x in terms) if t >= 0 and state.df[t] > 0]
     if not ids:
@@ -162,13 +163,13 @@ def context_scored(
         def ask() -> list[int]:  # the pruned search's own top k first: ``wanted`` may still be coming
             return sorted(set(found.tolist()) | set(want_now()))
 
-        top_plain, plain_of = top_scored(state, words, k + len(labels), ask, k1, b)
+        top_plain, plain_of = top_scored(state, words, k, ask, k1, b, exclude=labels)
         merged = dict(zip(labels.tolist(), scores.tolist(), strict=True))
         for label, extra in plain_of.items():
             if label in merged:
                 merged[label] += extra
         for label, score in top_plain:
-            merged.setdefault(label, score)  # not a context candidate: its context part is 0
+            merged.setdefault(label, score)  # not a context candidate (excluded above): context part 0
         labels = np.fromiter(merged, np.int64, len(merged))
         scores = np.fromiter(merged.values(), np.float64, len(merged))
         order = np.argsort(labels, kind="stable")

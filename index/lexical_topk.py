@@ -107,11 +107,19 @@ def resolve(wanted: Wanted) -> list[int]:
 
 
 def search_scored(
-    state: Postings, terms: Sequence[str], k: int, wanted: Wanted, k1: float, b: float
+    state: Postings,
+    terms: Sequence[str],
+    k: int,
+    wanted: Wanted,
+    k1: float,
+    b: float,
+    exclude: Int64s | None = None,
 ) -> tuple[list[tuple[int, float]], dict[int, float]]:
     """The top ``k`` (label, BM25) best first, ties to the lower label, and the BM25 of each label
     in ``wanted`` (0.0 when absent or unmatched); the same numbers as a full scan. A function for
-    ``wanted`` is called once the top ``k`` is known."""
+    ``wanted`` is called once the top ``k`` is known. Labels in ``exclude`` are left out of the
+    top ``k`` (not of ``wanted``): a caller that scores them its own way needs the best k others."""
+    skip = _rows_of(state, exclude)
     ids = [t for t in dict.fromkeys(state.ids.get(x, -1) for x in terms) if t >= 0 and state.df[t] > 0]
     if not ids:
         return [], dict.fromkeys(resolve(wanted), 0.0)
@@ -122,7 +130,7 @@ def search_scored(
         return dict(zip(want.tolist(), np.where(at >= 0, row_scores[np.maximum(at, 0)], 0.0).tolist(), strict=True))
 
     if state.nrows < _PRUNE_FROM_ROWS:  # one pass over every row answers both
-        ranked_all, every = _full_scan(state, terms, k, k1, b)
+        ranked_all, every = _full_scan(state, terms, k, k1, b, skip)
         return ranked_all, of(every)
     n_docs, total_len = len(state.label_row), state.total_len
     dfs = state.df[ids].astype(np.float64)
@@ -132,7 +140,8 @@ def search_scored(
     scorer = _Scorer(postings, weights, state.doclen, scale, base, [_column(state, t) for t in ids])
     top: list[tuple[int, float]] = []
     if k > 0:
-        top, full = _top(state, scorer, _bounds(state, ids, postings, scale, base) * weights, k, terms, k1, b)
+        bounds = _bounds(state, ids, postings, scale, base) * weights
+        top, full = _top(state, scorer, bounds, k, terms, k1, b, skip)
         if full is not None:  # the pruning gave way to a full pass: it has every score
             return top, of(full)
     want = np.array(resolve(wanted), np.int64)
@@ -298,18 +307,27 @@ def _bounds(state: Postings, ids: Sequence[int], postings: Sequence[Int32s], sca
 
 
 def _top(
-    state: Postings, scorer: _Scorer, bounds: Floats, k: int, terms: Sequence[str], k1: float, b: float
+    state: Postings,
+    scorer: _Scorer,
+    bounds: Floats,
+    k: int,
+    terms: Sequence[str],
+    k1: float,
+    b: float,
+    skip: Int64s,
 ) -> tuple[list[tuple[int, float]], Floats | None]:
-    """The top ``k``; and every row's score when it took a full pass instead (else None).
+    """The top ``k`` of the rows not in ``skip`` (ascending); and every row's score when it took a
+    full pass instead (else None).
 
     A row first met in term ``j``'s postings holds none of the terms taken before ``j`` (it would
     have been met there): those are not looked up, and its part for ``j`` is read from ``j``'s own
-    postings, so only the terms not taken yet are looked up.
+    postings, so only the terms not taken yet are looked up. The ``skip`` rows start as met, scored
+    -inf: never looked up, never ranked, never counted in the k-th best.
     """
     ub = bounds.tolist()
     order = sorted(range(len(ub)), key=lambda j: -ub[j])  # the most a term can give first
-    limit = _DENSE_SHARE * state.nrows
-    cand, scores = np.empty(0, np.int64), np.empty(0, np.float64)
+    limit = _DENSE_SHARE * state.nrows + len(skip)
+    cand, scores = skip, np.full(len(skip), -np.inf)
     for taken, j in enumerate(order, 1):
         post = scorer.postings[j]
         live = state.alive[post[0]]
@@ -318,7 +336,7 @@ def _top(
             fresh = ~_sorted_has(cand, new)
             new, tf = new[fresh], tf[fresh]
         if len(cand) + len(new) > limit:  # one pass over every row is cheaper than this many look-ups
-            return _full_scan(state, terms, k, k1, b)
+            return _full_scan(state, terms, k, k1, b, skip)
         part = scorer.contribution(j, new, tf)
         cand, scores = _merge(cand, scores, new, scorer.score(new, j, part, frozenset(order[: taken - 1])))
         # Every document not yet scored holds only terms not taken, so it scores at most the float
@@ -328,6 +346,9 @@ def _top(
     if len(scores) > k:  # as lexquery.ranked: keep every row tied with the k-th, then order
         keep = scores >= _kth(scores, k)
         cand, scores = cand[keep], scores[keep]
+    if len(skip):  # fewer than k rows scored: the skipped ones are still there
+        scored = scores > -np.inf
+        cand, scores = cand[scored], scores[scored]
     labels = state.row_label[cand]
     best = np.lexsort((labels, -scores))[:k]
     return list(zip(labels[best].tolist(), scores[best].tolist(), strict=True)), None
@@ -362,12 +383,22 @@ def _sum_in_order(ub: Sequence[float], terms: Sequence[int]) -> float:
 
 
 def _full_scan(
-    state: Postings, terms: Sequence[str], k: int, k1: float, b: float
+    state: Postings, terms: Sequence[str], k: int, k1: float, b: float, skip: Int64s
 ) -> tuple[list[tuple[int, float]], Floats]:
-    """The top ``k`` from scoring every row, and every row's score."""
+    """The top ``k`` of the rows not in ``skip`` from scoring every row, and every row's score."""
     scores = state.scores(terms, k1, b)
     if k <= 0:
         return [], scores
     rows = np.flatnonzero(scores > 0)
     rows = rows[state.alive[rows]]
+    if len(skip):
+        rows = rows[~_sorted_has(skip, rows)]
     return ranked(state.row_label, rows, scores, k), scores
+
+
+def _rows_of(state: Postings, labels: Int64s | None) -> Int64s:
+    """The live rows of ``labels``, ascending and distinct (none for None)."""
+    if labels is None or not len(labels):
+        return np.empty(0, np.int64)
+    at = state.label_row.rows_of(np.asarray(labels, np.int64))
+    return np.unique(at[at >= 0]).astype(np.int64)

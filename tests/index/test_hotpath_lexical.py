@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 from hypothesis import given, settings
@@ -67,6 +67,29 @@ def test_pruned_top_k_is_the_full_scan(initial: list[str], steps, query: str) ->
             assert index.search_scored(query, k, also) == reference(index, query, k, also)
             assert index.search_scored(query, 50, []) == reference(index, query, 50, [])
         assert index.search_scored(query, k, also) == reference(index, query, k, also)  # either path
+
+
+@settings(max_examples=150, deadline=None)
+@given(docs, st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join), st.integers(1, 12), st.data())
+def test_excluded_labels_leave_the_top_k_to_the_best_others(initial: list[str], query: str, k: int, data) -> None:  # type: ignore[no-untyped-def]
+    """``exclude`` (the context path's own candidates): the top k of the other labels, as a full
+    scan ranks them, whichever path runs; the excluded labels' scores are still given."""
+    index = LexicalIndex()
+    index.add(list(range(len(initial))), initial)
+    index.remove(data.draw(st.lists(st.integers(0, 70), max_size=5)))
+    excluded = data.draw(st.lists(st.integers(0, 70), max_size=30))
+    terms, state = index.tokenizer.terms(query), index._state
+    if not terms:
+        return
+    scores = state.scores(terms, index.k1, index.b)
+    rows = np.flatnonzero(scores > 0)
+    rows = rows[state.alive[rows] & ~np.isin(state.row_label[rows], excluded)]
+    want_top = ranked(state.row_label, rows, scores, k)
+    _, want_also = reference(index, query, k, excluded)
+    for forced in (True, False):
+        with pruning_always() if forced else nullcontext():
+            got = lexical_topk.search_scored(state, terms, k, excluded, index.k1, index.b, np.array(excluded, np.int64))
+        assert got == (want_top, want_also)
 
 
 def test_ties_at_the_cut_prefer_the_lower_label() -> None:

@@ -173,3 +173,26 @@ def test_replacing_a_text_updates_its_neighbours_keys() -> None:
     live = {**TEXTS, 3: "Fallen Leaf Lake, the water was freezing"}
     _, got = index.search_scored("lake water", 5, list(live))
     assert got == pytest.approx(brute("lake water", live, {x: float(t) for x, t in TIMES.items()}))
+
+
+@pytest.mark.parametrize("b", [0.0, 0.75])
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 20])
+@pytest.mark.parametrize("query", ["lake invoice card", "water paid", "lake water note", "puppy card number"])
+def test_the_pruned_path_ranks_as_the_full_pass(query: str, k: int, b: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large store's common terms go through the pruned search (its best k outside the context
+    candidates, whose own-text scores it gives too): the same ranking and scores as one pass."""
+    from mempager.index import lexical_context, lexical_topk
+
+    index = build(b=b)
+    also = [1, 3, 9, 98, 104, 5000]
+    dense_top, dense_also = index.search_scored(query, k, also)
+    state = index._state
+    _, plain = spread_terms(state, [state.ids[t] for t in index.tokenizer.terms(query) if t in state.ids])
+    assert plain  # the case reaches the pruned search with common terms
+    monkeypatch.setattr(lexical_context, "_PRUNE_FROM_ROWS", 0)
+    monkeypatch.setattr(lexical_topk, "_PRUNE_FROM_ROWS", 0)
+    monkeypatch.setattr(lexical_topk, "_DENSE_SHARE", 2.0)
+    top, got_also = index.search_scored(query, k, also)
+    assert [x for x, _ in top] == [x for x, _ in dense_top]
+    assert [s for _, s in top] == pytest.approx([s for _, s in dense_top], rel=1e-12)
+    assert got_also == pytest.approx(dense_also, rel=1e-12)

@@ -58,6 +58,7 @@ _COLUMN_SHARE = 1 / 64  # a term in more than this share of rows gets a tf colum
 _COLUMNS = 32  # ... up to this many per index (a byte per row each)
 _SATURATED = 255  # a tf column's largest value: the exact tf is then read from the postings
 _TAKE_OVER = 2  # a term takes a full set's least used column once scored this many times as often
+_AGE_AT = 65_536  # a term scored this often halves every count: the columns follow what is asked now
 # ``bound_scale`` of a ratio computed at scale 0 (b = 0): 0 itself means "not computed yet", and
 # any scale a search can have (>= 0) is at or above it. Without it, b = 0 recomputed every bound
 # on every search (a pass over each query term's postings: ~0.75 ms a query at 1M memories).
@@ -237,7 +238,7 @@ def _column(state: Postings, term: int) -> npt.NDArray[np.uint8] | None:
         n = int(state.npost[term])
         if n <= _COLUMN_SHARE * state.nrows:
             return None
-        uses = state.tf_uses[term] = state.tf_uses.get(term, 0) + 1
+        uses = _used(state, term)
         if len(state.tf_columns) >= _COLUMNS:
             least = min(state.tf_columns, key=lambda t: state.tf_uses.get(t, 0))
             if uses < _TAKE_OVER * max(state.tf_uses.get(least, 0), 1):
@@ -248,10 +249,20 @@ def _column(state: Postings, term: int) -> npt.NDArray[np.uint8] | None:
         column[post[0, :n]] = np.minimum(post[1, :n], _SATURATED)
         state.tf_columns[term] = column
     else:
-        state.tf_uses[term] = state.tf_uses.get(term, 0) + 1
+        _used(state, term)
         if len(column) < state.nrows:  # rows added since, none of them holding the term
             column = state.tf_columns[term] = _grown(column, state.nrows)
     return column
+
+
+def _used(state: Postings, term: int) -> int:
+    """Count one more scoring of a common term; its count (all counts halve once one reaches ``_AGE_AT``)."""
+    uses = state.tf_uses[term] = state.tf_uses.get(term, 0) + 1
+    if uses >= _AGE_AT:
+        for t, n in list(state.tf_uses.items()):
+            state.tf_uses[t] = n // 2
+        uses = state.tf_uses[term]
+    return uses
 
 
 def _grown(column: npt.NDArray[np.uint8], need: int) -> npt.NDArray[np.uint8]:

@@ -144,6 +144,30 @@ def test_a_full_set_of_tf_columns_follows_the_terms_asked_most(monkeypatch) -> N
         assert index.search_scored("river alpha", 1, [])[0][0][0] == 600  # the write, from the new column
 
 
+def test_column_counts_age_so_a_term_asked_now_can_take_over(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Counts halve once one reaches the ageing mark: a term asked often long ago does not hold its
+    column against one asked now for as long again."""
+    monkeypatch.setattr(lexical_topk, "_COLUMNS", 1)
+    monkeypatch.setattr(lexical_topk, "_AGE_AT", 8)
+    index = LexicalIndex()
+    rare = {i: f" {WORDS[i // 5 % 4]}" for i in range(20)}
+    index.add(list(range(400)), [f"river stone{rare.get(i, '')}" for i in range(400)])
+    state = index._state
+    river, stone = state.ids["river"], state.ids["stone"]
+    with pruning_always():
+        for _ in range(7):
+            index.search_scored("river alpha", 5, [])
+        assert state.tf_uses[river] == 7 and set(state.tf_columns) == {river}
+        index.search_scored("river alpha", 5, [])  # the eighth: every count halves
+        assert state.tf_uses[river] == 4
+        for _ in range(7):
+            index.search_scored("stone alpha", 5, [])
+        assert set(state.tf_columns) == {river}  # 7 < 2 * 4
+        index.search_scored("stone alpha", 5, [])  # 8: counts halve to 4 and 2, and 4 >= 2 * 2
+        assert set(state.tf_columns) == {stone}  # without the ageing river's 8 would hold it against 8
+        assert index.search_scored("stone alpha", 5, [7]) == reference(index, "stone alpha", 5, [7])
+
+
 def test_bounds_follow_appends_that_raise_them() -> None:
     """A term's bound is computed from long documents; a short one that repeats it comes in and
     must be found (a stale bound would stop the search before reaching it)."""

@@ -48,6 +48,8 @@ from ._common import LOCOMO, git_state, percentiles, write_results
 from .bench_hnsw import embeddings, exact_top, locomo_texts
 from .bench_retrieve import ACTOR, MODEL, TYPES, NameOnly, evict, vmrss_mib
 
+# The M / ef trade-off at 1M: measured once by hand (standalone hnswlib, ~1 h a row), not by this script
+MEF_NOTE = Path(__file__).resolve().parent / "results" / "scale_m_ef.md"
 K = 10
 RECALL_QUERIES = 500
 BATCH = 10_000
@@ -460,6 +462,8 @@ def main() -> None:
         + (f" with uncommitted changes in {', '.join(code['uncommitted'])}." if code["uncommitted"] else ".")
     )
     text = report(rows, notes)
+    if MEF_NOTE.exists():  # the hand-written M / ef study (standalone hnswlib runs), kept under every run
+        text += "\n\n" + MEF_NOTE.read_text().strip()
     if args.quick or args.no_write:
         print(text)
         log("results files not written")

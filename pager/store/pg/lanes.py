@@ -28,6 +28,10 @@ from mempager.types import FloatMatrix, LabelArray, Memory
 
 log = logging.getLogger("mempager.pgstore")
 FRESH_S = 0.5  # how long a vector search's "nothing changed" serves the same thread's lexical search
+# From this many vectors the search runs in a helper thread beside the lexical search (lanes.aside):
+# below, as for the embedded store's hnswlib (lanes.semantic.ASIDE_FROM), it is too short to pay for
+# the hand-over and the lexical lane's own catch-up read.
+ASIDE_FROM = 50_000
 
 
 class PgSemanticLane:
@@ -35,10 +39,11 @@ class PgSemanticLane:
 
     ``feed``: the same actor's lexical lane, told by each search whether it missed a text change
     (``search_snapshot``): when it did not, the retrieve's lexical search reads nothing itself.
-    That word is kept per thread, so the search runs in the retrieving thread (``lanes.aside``).
+    That word is kept per thread, so it is given only when the search runs in the retrieving
+    thread. Over a large index (``searches_aside``) the search runs in a helper thread instead
+    (``lanes.aside``): the pgvector search is server time (~0.5 ms of a retrieve's ~3 at 100k)
+    during which the retrieving thread does the lexical search, its catch-up read included.
     """
-
-    searches_aside = False
 
     def __init__(self, store: Any, actor: str, embedder: Embedder, feed: PgLexicalLane | None = None) -> None:
         self.store = store
@@ -48,6 +53,7 @@ class PgSemanticLane:
         self.lock = threading.RLock()
         self.opened_how = "new"
         self.added_since_save = 0
+        self.vectors_at_open = 0  # the actor's vectors of the model when opened (another process's since: not counted)
 
     @property
     def model(self) -> str:
@@ -61,8 +67,16 @@ class PgSemanticLane:
             dim = None
         self.store.ensure_model(self.model, dim)  # registered either way, so writes queue for it
         count, _ = self.store.vector_state(self.actor, self.model)
+        self.vectors_at_open = int(count)
         self.opened_how = f"pgvector: {count} vectors of {self.model} in {self.store.location}"
         return self.opened_how
+
+    @property
+    def searches_aside(self) -> bool:
+        """Whether the search runs beside the lexical search (``lanes.aside``): from ``ASIDE_FROM``
+        vectors (those at open and this process's since). A measure of cost, not of correctness:
+        either way the lexical lane sees every change committed before the retrieve."""
+        return self.vectors_at_open + self.added_since_save >= ASIDE_FROM
 
     def save(self) -> None:
         """Nothing to save: the index lives in the database."""
@@ -99,10 +113,11 @@ class PgSemanticLane:
 
         The same statement reads the seq of the actor's latest text change: when the lexical
         lane (``feed``) already stands there, the retrieve's lexical search right after this
-        needs no catch-up read (a round trip of its own) to know that nothing changed.
+        needs no catch-up read (a round trip of its own) to know that nothing changed. Not when
+        the search runs aside: the word is for this thread, and the lexical search runs in another.
         """
         feed = self.feed
-        if feed is None:
+        if feed is None or self.searches_aside:
             found: tuple[list[tuple[int, float]], list[int]] = self.store.search_with_queue(
                 self.actor, self.model, vector, k
             )
@@ -232,6 +247,7 @@ class PgLexicalLane:
     def search_scored(
         self, query: str, k: int, also: Sequence[int] | Callable[[], Sequence[int]]
     ) -> tuple[list[tuple[int, float]], dict[int, float]]:
+        self.store.forget_shown()  # every ranking starts here: the last retrieve's packing rows are not this one's
         if not self._read_with_search():
             self.catch_up()
         top, extra = self.index.search_scored(query, k, also)

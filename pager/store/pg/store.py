@@ -27,7 +27,7 @@ import numpy.typing as npt
 from mempager.protocols import CandidateAsk, CandidateFacts, PendingItem, PendingStats, SalienceParams
 from mempager.store.journal import Deprecate, ReviewItem
 from mempager.store.pg import compaction
-from mempager.store.pg.candidates import candidate_facts
+from mempager.store.pg.candidates import Prefetched, candidate_facts
 from mempager.store.pg.compaction import compact
 from mempager.store.pg.consolidation import PgConsolidation
 from mempager.store.pg.db import Db
@@ -73,6 +73,7 @@ class PostgresStore:
         self._listeners = PgListeners()
         self._writes = PgWrites(self._db, self._listeners)
         self._reads = PgReads(self._db)
+        self._shown = Prefetched()  # a retrieve's packing rows, read with its candidates (pg/candidates.py)
         self._journal = PgJournal(self._db, self._listeners, self._writes)
         self._models = PgModels(self._db, options)
         self._queue = PgEmbedQueue(self._db, self._models, self.claimer, options.claim_seconds)
@@ -149,8 +150,16 @@ class PostgresStore:
         return self._reads.get_many(actor, labels)
 
     def shown_rows(self, actor: str, labels: Sequence[int]) -> dict[int, ShownRow]:
-        """What packing reads of these memories (``lanes.rows``): ``get_many``'s fields, lighter."""
-        return self._reads.shown_rows(actor, labels)
+        """What packing reads of these memories (``lanes.rows``): ``get_many``'s fields, lighter;
+        those this thread's retrieve read with its candidates are not read again."""
+        held, unread = self._shown.take(actor, self.commits, labels)
+        if unread:
+            held.update(self._reads.shown_rows(actor, unread))
+        return held
+
+    def forget_shown(self) -> None:
+        """A retrieve starts in this thread: rows read for the last one serve no other (pg/lanes.py)."""
+        self._shown.forget()
 
     def uris(self, actor: str, labels: Sequence[int]) -> dict[int, str]:
         """The URI of each labelled memory of the actor."""
@@ -200,8 +209,13 @@ class PostgresStore:
         return self._reads.salience(actor, types, params, limit, only)
 
     def candidate_facts(self, actor: str, ask: CandidateAsk) -> CandidateFacts:
-        """The prior salience and stored-vector cosines of one retrieve's candidates, in one statement."""
-        return candidate_facts(self._db, actor, ask)
+        """The prior salience and stored-vector cosines of one retrieve's candidates, in one statement
+        that also reads their packing rows (kept for this thread's ``shown_rows``)."""
+        self._shown.forget()
+        commits = self.commits  # before the read: what it is sure to see
+        facts, asked, rows = candidate_facts(self._db, actor, ask)
+        self._shown.keep(actor, commits, asked, rows)
+        return facts
 
     def of_types(
         self, actor: str, types: Sequence[MemoryType], order: str = "newest", limit: int = 1_000_000

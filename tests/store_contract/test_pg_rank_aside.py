@@ -9,19 +9,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
-import mempager
-from mempager import PagerConfig
-from mempager.embedders import HashEmbedder
 from mempager.store.pg import lanes as pg_lanes
 from mempager.store.pg import open_pg_store
 from mempager.types import MemoryType, NewMemory
 
+from .pg_seeded import seeded_pager
 from .test_pg_rank_facts import _reads
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -33,11 +30,7 @@ QUERIES = ["garden weather", "kitchen recipes market", "errands note 7", "entry 
 
 @pytest.fixture
 def pager(pg_url: str) -> Iterator[Any]:
-    config = PagerConfig(embedder="hash")
-    with mempager.open(pg_url, actor="a", config=config, embedder=HashEmbedder(64)) as p:
-        p.remember_many([{"type": "event", "text": t} for t in TEXTS])
-        assert p.sync(timeout=60)
-    p = mempager.open(pg_url, actor="a", config=replace(config, embed_workers=0), embedder=HashEmbedder(64))
+    p = seeded_pager(pg_url, TEXTS)
     p.retriever.clock = lambda: NOW  # the prior's recency depends on the time: the same for every page
     yield p
     p.close()

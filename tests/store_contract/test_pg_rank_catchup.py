@@ -8,18 +8,15 @@ and not for long."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
 
-import mempager
-from mempager import PagerConfig
-from mempager.embedders import HashEmbedder
 from mempager.store.pg import lanes as pg_lanes
 from mempager.store.pg import open_pg_store
 from mempager.types import MemoryType, NewMemory
 
+from .pg_seeded import seeded_pager
 from .test_pg_rank_facts import _reads
 
 TEXTS = [f"note {i} about the garden, the weather and the errands" for i in range(20)]
@@ -27,11 +24,7 @@ TEXTS = [f"note {i} about the garden, the weather and the errands" for i in rang
 
 @pytest.fixture
 def pager(pg_url: str) -> Iterator[Any]:
-    config = PagerConfig(embedder="hash")
-    with mempager.open(pg_url, actor="a", config=config, embedder=HashEmbedder(64)) as p:
-        p.remember_many([{"type": "event", "text": t} for t in TEXTS])
-        assert p.sync(timeout=60)
-    p = mempager.open(pg_url, actor="a", config=replace(config, embed_workers=0), embedder=HashEmbedder(64))
+    p = seeded_pager(pg_url, TEXTS)
     yield p
     p.close()
 

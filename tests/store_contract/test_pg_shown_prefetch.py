@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-import mempager
 from mempager import PagerConfig
 from mempager.embedders import HashEmbedder
 from mempager.lanes.salience import params_from_config
@@ -25,6 +24,7 @@ from mempager.store.pg import candidates as pg_candidates
 from mempager.store.pg import open_pg_store
 from mempager.types import MemoryType, NewMemory
 
+from .pg_seeded import seeded_pager
 from .test_pg_rank_facts import _reads
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -141,11 +141,7 @@ def test_rows_serve_their_thread_and_actor_and_not_for_long(store: Any) -> None:
 
 @pytest.fixture
 def pager(pg_url: str) -> Iterator[Any]:
-    config = PagerConfig(embedder="hash")
-    with mempager.open(pg_url, actor="a", config=config, embedder=HashEmbedder(64)) as p:
-        p.remember_many([{"type": "event", "text": t} for t in TEXTS])
-        assert p.sync(timeout=60)
-    p = mempager.open(pg_url, actor="a", config=replace(config, embed_workers=0), embedder=HashEmbedder(64))
+    p = seeded_pager(pg_url, TEXTS)
     yield p
     p.close()
 

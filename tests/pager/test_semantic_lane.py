@@ -71,13 +71,17 @@ def test_churn_then_reopen_every_live_item_finds_itself(store_path: Path) -> Non
             returned.update(found)
         # HNSW is approximate: in a cluster of near-duplicates (these texts share six words from a
         # set of six) a walk now and then misses its own node: measured, 1 miss in 48,000 searches
-        # (24 runs), and this test failed in about 1 run of 15. A missed item must still be in the
-        # graph and reachable: a wider walk (k = 500 makes hnswlib search with ef 500) finds it. At
-        # k = 50 a miss once stayed missed (a make test run, 2026-11-26): 50 is within one near-duplicate cluster.
+        # (24 runs). Such a node can even lose every in-link (hnswlib's neighbour pruning among
+        # equals), so no ef finds it: k = 50 and, in CI on 2026-11-26, k = 500 both missed one. What
+        # must hold is that nothing is lost: the missed item is in the graph with its own vector,
+        # and the pager, which fuses the lexical lane, still finds it by its text.
         assert len(missed) <= 2, f"{len(missed)} of {len(live_labels)} live items did not find themselves"
         for label in missed:
             vector = vectors[labels.tolist().index(label)]
-            assert label in [lab for lab, _ in p.semantic.search_vector(vector, 500)]
+            stored = p.semantic.index.get_vectors([label])[0]
+            assert float(np.dot(stored, vector) / np.linalg.norm(vector)) > 0.999
+            text = p.store.get_many("neo", [label])[label].text
+            assert label in [s.label for s in p.retrieve(text, k=10)]
             returned.add(label)
         # every label the index ever returned is a live memory of neo's in the store
         memories = p.store.get_many("neo", sorted(returned))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +14,10 @@ from hypothesis import settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
 # Hypothesis would keep its example database in the working tree; tests must not write there.
-set_hypothesis_home_dir(tempfile.mkdtemp(prefix="mempager-hypothesis-"))
+# The folder goes when the session ends (each pytest-xdist worker has its own).
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="mempager-hypothesis-")
+atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, ignore_errors=True)
+set_hypothesis_home_dir(_HYPOTHESIS_HOME)
 settings.register_profile("mempager", database=None, deadline=None)
 settings.load_profile("mempager")
 

@@ -188,6 +188,8 @@ class Tokenizer:
     _cache: dict[str, Unit] = field(default_factory=dict, repr=False)
     _part_memo: dict[str, str] = field(default_factory=dict, repr=False)  # identifier piece -> its term
     _last_units: tuple[str, tuple[Unit, ...]] = field(default=("", ()), repr=False)  # ``units``' memo
+    # speaker name as written -> its term: a conversation's few names start most of its documents
+    _speakers: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @property
     def version(self) -> str:
@@ -209,7 +211,15 @@ class Tokenizer:
     def speaker_term(self, text: str) -> str | None:
         """The index term of the speaker ``text`` starts with, or None."""
         name = speaker_of(text)
-        return None if name is None else speaker_term(self.analyse(name)[0])
+        if name is None:
+            return None
+        try:
+            return self._speakers[name]
+        except KeyError:
+            if len(self._speakers) > _CACHE_LIMIT:
+                self._speakers.clear()
+            term = self._speakers[name] = speaker_term(self.analyse(name)[0])
+            return term
 
     def named_speakers(self, query: str) -> list[str]:
         """The speaker terms ``query`` could name (look them up in an index's vocabulary)."""

@@ -41,6 +41,20 @@ def test_the_speaker_term_follows_the_tokeniser_and_no_query_can_name_it() -> No
     assert all(SPEAKER_MARK not in t for t in tok.terms(f"{term} {SPEAKER_MARK}caroline"))
 
 
+def test_a_remembered_speaker_term_is_the_one_analysis_gives() -> None:
+    # document_tokens remembers each name's term: a second document by the same speaker, and a
+    # tokenizer whose memo was just emptied, must both give what the analysis of the name gives
+    tok, fresh = Tokenizer(), Tokenizer()
+    for text in ("Jon Smith: first", "Jon Smith: second", "Caroline: hi", "The: stopword only", "Running Dogs: x"):
+        expected = fresh.speaker_term(text)
+        fresh._speakers.clear()
+        assert tok.speaker_term(text) == expected == fresh.speaker_term(text)
+        if expected is not None:  # the speaker's term ends the document's tokens
+            assert tok.document_tokens(text)[-1] == expected
+    assert tok.speaker_term("Jon Smith: again") == f"{SPEAKER_MARK}jon smith"
+    assert tok.speaker_term("The: stopword only") is None
+
+
 DOCS = {
     1: "Caroline: I went camping at the lake",
     2: "Melanie: I went camping in the woods",

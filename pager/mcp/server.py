@@ -37,7 +37,8 @@ try:
     import anyio.to_thread
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-    from mcp.types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import INVALID_PARAMS, CallToolResult, ContentBlock, TextContent, ToolAnnotations
     from pydantic import Field
 except ImportError as exc:  # a PagerError, so `mempager serve` prints one line instead of a traceback
     raise ConfigError(
@@ -329,12 +330,32 @@ MEMORY_TEMPLATE = "mempager://memory/{actor}/{type}/{id}"
 PROMPT_NAMES = ("memory_turn",)
 
 
+class _Server(MCPServer[Any]):
+    """The SDK's server, with a client's bad ``prompts/get`` answered as the client's error.
+
+    The SDK raises a plain ValueError for an unknown prompt name or a missing required argument,
+    which its dispatcher logs as a server failure, traceback and all (a fuzzed request once put
+    one in the server's log). Both are the caller's mistake: INVALID_PARAMS, saying what to send.
+    """
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        prompts = {prompt.name: prompt for prompt in await self.list_prompts()}
+        prompt = prompts.get(name)
+        if prompt is None:
+            known = ", ".join(sorted(prompts)) or "none"
+            raise MCPError(INVALID_PARAMS, f"unknown prompt {name!r}; this server's prompts: {known}")
+        missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in (arguments or {})]
+        if missing:
+            raise MCPError(INVALID_PARAMS, f"prompt {name!r} needs the argument(s) {', '.join(missing)}")
+        return await super().get_prompt(name, arguments, context)
+
+
 def build_server(pager: Pager, goal: str | None = None) -> MCPServer[Any]:
     """An MCP server exposing ``pager``: the tools, the pinned block and memory resources, the prompt."""
     from mempager import __version__
 
     tools = MemoryTools(pager, goal)
-    server: MCPServer[Any] = MCPServer("mempager", version=__version__, instructions=INSTRUCTIONS)
+    server: MCPServer[Any] = _Server("mempager", version=__version__, instructions=INSTRUCTIONS)
     for name, hints in _ANNOTATIONS.items():
         fn = getattr(tools, name)
         description = " ".join((fn.__doc__ or "").split())

@@ -197,7 +197,12 @@ def test_memory_resources_and_the_turn_prompt(tmp_path: Path) -> None:
         fresh = await session.get_prompt("memory_turn", {"message": "hi", "goal": "plan Q3"})
         fresh_text = fresh.messages[0].content.text  # type: ignore[union-attr]
         assert re.search(r'turn="turn-[0-9a-f]{8}"', fresh_text) and 'goal="plan Q3"' in fresh_text
-        with pytest.raises(MCPError):
+        with pytest.raises(MCPError, match="needs the argument.s. message") as missing:
             await session.get_prompt("memory_turn", {})  # the message is required
+        # a client's mistake, said as one (the SDK's own error was a logged server failure)
+        assert missing.value.error.code == mcp_types.INVALID_PARAMS
+        with pytest.raises(MCPError, match="unknown prompt 'memory_remember'.*memory_turn") as unknown:
+            await session.get_prompt("memory_remember", {"message": "hi"})
+        assert unknown.value.error.code == mcp_types.INVALID_PARAMS
 
     _run(tmp_path / "s.duckdb", session_fn, "--goal", "ship 2.5")

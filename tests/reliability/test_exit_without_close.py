@@ -131,6 +131,7 @@ class Ended:
 
 def spawn(location: str, kind: Kind, ending: str) -> subprocess.Popen[str]:
     env = child_env(**kind.env)
+    env["PYTHONFAULTHANDLER"] = "1"  # a hung child's threads are shown (run_child)
     if "MEMPAGER_LOCAL_MODEL" not in kind.env:
         env.pop("MEMPAGER_LOCAL_MODEL", None)  # child_env turns the local model off; these need it
     return subprocess.Popen(
@@ -162,6 +163,16 @@ def run_child(location: str, kind: Kind, ending: str, timeout: float = 300) -> E
                     after_ready += 1
             proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # a hung child (once in CI, not reproduced in 50 runs here): SIGABRT makes faulthandler
+        # (PYTHONFAULTHANDLER, set by spawn) print where each of its threads stands
+        proc.send_signal(signal.SIGABRT)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        pytest.fail(f"the child ({ending}) did not end within {timeout} s; its threads:\n{err[-6000:]}")
     except BaseException:
         proc.kill()
         proc.communicate()

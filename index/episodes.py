@@ -75,7 +75,9 @@ class Episodes:
     def __init__(self, config: ContextConfig) -> None:
         self.config = config
         self.weights = np.asarray(config.weights, np.float64)
-        self._block_weights = np.concatenate(([1.0], self.weights, self.weights))  # as ``spread`` lays keys out
+        # the weight of each block of keys as ``spread`` lays them out: itself, d steps back, d steps on
+        self.block_weights: tuple[float, ...] = (1.0, *config.weights, *config.weights)
+        self._block_weights = np.asarray(self.block_weights, np.float64)
         self._times = array("d")  # sorted by (time, label)
         self._order = array("q")
         self.prev = np.full(0, -1, np.int64)  # label -> the previous label of its episode, or -1

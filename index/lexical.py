@@ -40,13 +40,14 @@ import numpy as np
 import numpy.typing as npt
 
 from mempager.errors import InvalidInput
+from mempager.index._bm25 import Kernel
 from mempager.index.episodes import ContextConfig, Episodes
 from mempager.index.labelmap import LabelRows
 from mempager.index.lexical_context import context_scored
 from mempager.index.lexical_files import MANIFEST, Docs, load_docs, save_docs
 from mempager.index.lexical_postings import PostingLists, to_csr
+from mempager.index.lexical_search import search_scored as kernel_scored
 from mempager.index.lexical_topk import Wanted, on_postings, resolve
-from mempager.index.lexical_topk import search_scored as top_scored
 from mempager.index.lexquery import (
     QuerySyntaxError,
     QueryTooBroad,
@@ -93,6 +94,7 @@ class State:
         self.tok = np.zeros((0, 2), np.int32)  # (term id, position) of every row's tokens
         self.nrows = self.ntok = self.total_len = self.dead_rows = 0
         self.label_row = LabelRows()  # live label -> row (4 bytes a label where labels are dense)
+        self.kernel: Kernel | None = None  # the compiled search's scratch (index.lexical_search), made when first asked
         self.sorted_terms: list[str] = []  # the prefix search's view of ``terms``, caught up lazily
 
     # -- writing ------------------------------------------------------------------------------
@@ -168,7 +170,9 @@ class State:
         touched = np.unique(tids)
         for t in touched[2 * self.dead[touched] >= self.npost[touched]].tolist():
             buf = self.post[t][:, : self.npost[t]]
-            self.post[t] = buf[:, self.alive[buf[0]]]  # exact size: a term that lost most documents shrinks
+            # exact size: a term that lost most documents shrinks (C order: a boolean index along the
+            # second axis gives Fortran order, and the search reads each row of the pair contiguously)
+            self.post[t] = np.ascontiguousarray(buf[:, self.alive[buf[0]]])
             self.npost[t], self.dead[t] = self.post[t].shape[1], 0
 
     def needs_compaction(self) -> bool:
@@ -386,17 +390,16 @@ class LexicalIndex:
         may be a function giving them, called once the top ``k`` is known (``lanes.retrieval`` has the
         semantic lane search meanwhile, in another thread).
 
-        Fusion needs every candidate's score from every lane, not just each lane's top k. The top
-        k comes from exact MaxScore pruning (``index.lexical_topk``): the same list as scoring
-        every row, without a pass over every row.
+        Fusion needs every candidate's score from every lane, not just each lane's top k. The
+        compiled kernel (``index.lexical_search``) walks the query terms' postings once; its
+        answers are the numpy reference's (``lexical_context.context_scored`` with episodes,
+        ``lexical_topk.search_scored`` without), bit for bit.
         """
         terms = self.tokenizer.terms(query)
         if not terms:
             return [], dict.fromkeys(resolve(also), 0.0)
         with self._lock:
-            if self.episodes is not None and len(self.episodes):
-                return context_scored(self._state, terms, k, also, self.episodes, self.k1, self.b)
-            return top_scored(self._state, terms, k, also, self.k1, self.b)
+            return kernel_scored(self._state, terms, k, also, self.episodes, self.k1, self.b)
 
     def spoken_by(self, query: str, labels: Iterable[int]) -> list[int]:
         """The documents among ``labels`` (an iterable read only when the query names a known speaker;

@@ -185,14 +185,19 @@ def test_the_pruned_path_ranks_as_the_full_pass(query: str, k: int, b: float, mo
 
     index = build(b=b)
     also = [1, 3, 9, 98, 104, 5000]
-    dense_top, dense_also = index.search_scored(query, k, also)
-    state = index._state
-    _, plain = spread_terms(state, [state.ids[t] for t in index.tokenizer.terms(query) if t in state.ids])
+    state, terms = index._state, index.tokenizer.terms(query)
+
+    def numpy_search() -> tuple[list[tuple[int, float]], dict[int, float]]:  # the reference the kernel is held to
+        return lexical_context.context_scored(state, terms, k, also, index.episodes, index.k1, index.b)
+
+    dense_top, dense_also = numpy_search()
+    assert (dense_top, dense_also) == index.search_scored(query, k, also)  # the kernel: the same bits
+    _, plain = spread_terms(state, [state.ids[t] for t in terms if t in state.ids])
     assert plain  # the case reaches the pruned search with common terms
     monkeypatch.setattr(lexical_context, "_PRUNE_FROM_ROWS", 0)
     monkeypatch.setattr(lexical_topk, "_PRUNE_FROM_ROWS", 0)
     monkeypatch.setattr(lexical_topk, "_DENSE_SHARE", 2.0)
-    top, got_also = index.search_scored(query, k, also)
+    top, got_also = numpy_search()
     assert [x for x, _ in top] == [x for x, _ in dense_top]
     assert [s for _, s in top] == pytest.approx([s for _, s in dense_top], rel=1e-12)
     assert got_also == pytest.approx(dense_also, rel=1e-12)

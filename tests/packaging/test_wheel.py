@@ -93,7 +93,7 @@ def _expected_sources() -> set[str]:
 def _copy_sources(dest: Path) -> Path:
     """The files setuptools reads, copied so the build writes build/ and *.egg-info outside the repo."""
     dest.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "*.so")  # *.so: the in-place build
     for name in ("pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in", PYPROJECT["project"]["readme"]):
         if (REPO / name).is_file():
             shutil.copy2(REPO / name, dest / name)
@@ -192,6 +192,15 @@ def test_wheel_holds_every_source_file_at_its_mapped_path(wheel: Path) -> None:
     assert not missing, f"missing from the wheel (a subpackage left out of [tool.setuptools] packages?): {missing}"
     extra = sorted(in_wheel - expected)
     assert not extra, f"in the wheel but not in the repo: {extra}"
+
+
+def test_wheel_holds_the_compiled_kernel_and_its_types(wheel: Path) -> None:
+    """index/_bm25.c is built into the wheel (a platform wheel, then), with its stub for type checkers."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    assert [n for n in names if n.startswith("mempager/index/_bm25.") and n.endswith(".so")], names
+    assert "mempager/index/_bm25.pyi" in names
+    assert "-py3-none-any" not in wheel.name, wheel.name
 
 
 def test_wheel_declares_the_console_script(wheel: Path) -> None:

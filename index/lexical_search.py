@@ -1,10 +1,10 @@
 """The lexical lane's search: BM25 over own text and context keys, through the compiled kernel.
 
-``index/_bm25.c`` walks each query term's postings once and keeps only the rows they touch; this
-module hands it the index's arrays and computes what it must not (idf: numpy's ``log1p``, so the
-scores are the numpy reference's bit for bit: ``index.lexical_context.context_scored`` and
-``index.lexical_topk.search_scored``, which tests hold it to). Same answers as those, in a fraction
-of the time: at 100k memories ~0.45 -> ~0.05 ms a LoCoMo question (benchmarks/results/retrieve.md).
+``index/_bm25.c`` walks the query terms' postings with the GIL released; this module hands it the
+index's arrays and computes what it must not (idf: numpy's ``log1p``, so the scores are the numpy
+reference's bit for bit: ``index.lexical_context.context_scored`` and
+``index.lexical_topk.search_scored``, which tests hold it to). Same answers as those; on LoCoMo
+questions, side by side, 0.49 -> 0.25 ms p50 at 100k memories, 3.1 -> 1.7 ms at 1M.
 
 One query: the context terms are spread to the keys that hold them (``Kernel.spread``, giving each
 term's df over keys), scored per label (``Kernel.context``), the own-text terms scored per row and
@@ -28,10 +28,10 @@ from mempager.index.lexical_topk import Wanted, resolve
 Int32s = npt.NDArray[np.int32]
 Floats = npt.NDArray[np.float64]
 _NO_ROWS = np.zeros(0, np.int64)
-# From this many rows a search (b = 0) prunes (MaxScore, document at a time) instead of summing every
+# From this many rows a search (b = 0) prunes (WAND, document at a time) instead of summing every
 # posting into a row accumulator; below, the accumulator fits the cache and summing costs fewer steps
-# a posting. Measured on LoCoMo questions: at 100k rows summing 0.16 vs pruning 0.23 ms, at 1M
-# pruning 2.2 vs summing 4.6 ms.
+# a posting. Measured on LoCoMo questions (the kernel's own-text part): at 100k rows summing 0.14 vs
+# pruning 0.17 ms, at 1M pruning 1.7 vs summing 4.6 ms (the whole search).
 PRUNE_FROM = 262_144
 
 

@@ -833,9 +833,11 @@ static Py_ssize_t top_pruned(const Plain *q, const uint8_t *live, const int64_t 
         int64_t row = ROW_AT(by[pivot]);
         if (row < 0 || row >= nrows) return -1;
         while (pivot + 1 < live_terms && ROW_AT(by[pivot + 1]) == row) pivot++; /* every cursor at the row */
-        if (ROW_AT(by[0]) < row) { /* a cursor before the pivot: it jumps to the pivot's row */
-            Py_ssize_t t = by[0];
-            pos[t] = seek(q->terms[t].rows.buf, q->terms[t].n, pos[t], row);
+        if (ROW_AT(by[0]) < row) { /* cursors before the pivot: they jump to the pivot's row */
+            for (Py_ssize_t i = 0; i < pivot && ROW_AT(by[i]) < row; i++) {
+                Py_ssize_t t = by[i];
+                pos[t] = seek(q->terms[t].rows.buf, q->terms[t].n, pos[t], row);
+            }
         } else { /* every cursor up to the pivot stands at the row: score it, if it may be */
             for (Py_ssize_t t = 0; t < n; t++) known[t] = 0;
             if (live[row] && !space_has(mark, row)) {

@@ -134,9 +134,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
     sizes = [r["memories"] for r in rows]
     fig, ax = plt.subplots(figsize=(6, 4))
-    for name, label in (("numpy", "numpy reference"), ("kernel", "compiled kernel")):
-        ax.plot(sizes, [r["latency"][name]["p50_ms"] for r in rows], marker="o", label=f"{label} p50")
-        ax.plot(sizes, [r["latency"][name]["p95_ms"] for r in rows], marker=".", linestyle=":", label=f"{label} p95")
+    for name, label, color in (("numpy", "numpy reference", "tab:blue"), ("kernel", "compiled kernel", "tab:green")):
+        ax.plot(sizes, [r["latency"][name]["p50_ms"] for r in rows], marker="o", color=color, label=f"{label} p50")
+        ax.plot(
+            sizes, [r["latency"][name]["p95_ms"] for r in rows], marker=".", linestyle=":", color=color, label=f"{label} p95"
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("memories")

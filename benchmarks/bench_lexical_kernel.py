@@ -120,8 +120,11 @@ def report(rows: list[dict[str, Any]], notes: str) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     ratios = [f"{r['latency']['numpy']['p50_ms'] / r['latency']['kernel']['p50_ms']:.2f}x" for r in rows]
     lines.append("| numpy / kernel, p50 | " + " | ".join(ratios) + " |")
-    lines.append("| answers differing (top 50 or a wanted score) | " + " | ".join(
-        f"{r['answers_differing']} of {r['questions']}" for r in rows) + " |")
+    lines.append(
+        "| answers differing (top 50 or a wanted score) | "
+        + " | ".join(f"{r['answers_differing']} of {r['questions']}" for r in rows)
+        + " |"
+    )
     lines.append("| index build s | " + " | ".join(str(r["index_build_s"]) for r in rows) + " |")
     return "\n".join(lines) + "\n\n" + notes
 
@@ -136,9 +139,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, label, color in (("numpy", "numpy reference", "tab:blue"), ("kernel", "compiled kernel", "tab:green")):
         ax.plot(sizes, [r["latency"][name]["p50_ms"] for r in rows], marker="o", color=color, label=f"{label} p50")
-        ax.plot(
-            sizes, [r["latency"][name]["p95_ms"] for r in rows], marker=".", linestyle=":", color=color, label=f"{label} p95"
-        )
+        p95 = [r["latency"][name]["p95_ms"] for r in rows]
+        ax.plot(sizes, p95, marker=".", linestyle=":", color=color, label=f"{label} p95")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("memories")

@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "cli": ("benchmarks.bench_cli", ("sentence_transformers",), "local"),
     "embedders": ("benchmarks.bench_embedders", ("sentence_transformers",), "local"),
     "lexical": ("benchmarks.bench_lexical", (), ""),
+    "lexical_kernel": ("benchmarks.bench_lexical_kernel", ("matplotlib",), "dev"),
     "hnsw": ("benchmarks.bench_hnsw", ("sentence_transformers",), "local"),
     "procedural": ("benchmarks.bench_procedural", ("matplotlib",), "dev"),
     "mcp": ("benchmarks.bench_mcp", ("mcp",), "mcp"),

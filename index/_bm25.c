@@ -19,9 +19,11 @@
  * so every posting is summed.
  *
  * State: a Kernel keeps scratch between calls: the row accumulator (held at 0.0 outside what the
- * last query touched), the context scores per label and marks per row (valid where their stamp is
- * the current generation, so starting a query costs nothing and a query abandoned half way leaves
- * nothing behind), and the context rows. The owner serialises calls (the lexical index's lock).
+ * last query touched), a hash map of the context scores by label (sized to the query, not to the
+ * labels: they are store-wide), marks per row, and the context rows. Map entries and marks are
+ * valid where their stamp is the current generation, so starting a query costs nothing and a
+ * query abandoned half way leaves nothing behind. The owner serialises calls (the lexical index's
+ * lock).
  *
  * One query is up to four calls: spread (context terms: key sums and df) -> context (their scores
  * per label) -> plain (own-text terms, the context scores added, the top k) -> lookup (the scores
@@ -57,52 +59,104 @@ static int get_buf(PyObject *obj, Py_buffer *view, Py_ssize_t size, const char *
 
 /* -- accumulators ------------------------------------------------------------------------------ */
 
+/* Over rows: marks valid where their stamp is the current generation (starting a query is one
+   increment, and a query abandoned half way leaves no mark behind). */
 typedef struct {
-    double *acc;
-    uint32_t *stamp; /* acc[i] is meaningful only where stamp[i] == gen */
-    int64_t *touched; /* the indexes stamped this generation, in first-touch order */
-    Py_ssize_t n_touched, cap;
+    uint32_t *stamp;
+    Py_ssize_t cap;
     uint32_t gen;
-} Space;
+} Marks;
 
-static int space_reserve(Space *s, Py_ssize_t need) {
+static int marks_reserve(Marks *s, Py_ssize_t need) {
     if (need <= s->cap) return 0;
     Py_ssize_t cap = s->cap ? s->cap : 1024;
     while (cap < need) cap *= 2;
-    double *acc = realloc(s->acc, (size_t)cap * sizeof(double));
-    if (!acc) return -1;
-    s->acc = acc;
     uint32_t *stamp = realloc(s->stamp, (size_t)cap * sizeof(uint32_t));
     if (!stamp) return -1;
     s->stamp = stamp;
     memset(s->stamp + s->cap, 0, (size_t)(cap - s->cap) * sizeof(uint32_t)); /* 0: never a generation */
-    int64_t *touched = realloc(s->touched, (size_t)cap * sizeof(int64_t));
-    if (!touched) return -1;
-    s->touched = touched;
     s->cap = cap;
     return 0;
 }
 
-static void space_start(Space *s) {
-    s->n_touched = 0;
+static void marks_start(Marks *s) {
     if (++s->gen == 0) { /* wrapped after 2^32 generations: forget every stamp */
         memset(s->stamp, 0, (size_t)s->cap * sizeof(uint32_t));
         s->gen = 1;
     }
 }
 
-/* acc[i] += v, where an entry not stamped this generation counts as 0.0 (and 0.0 + v is v's sum). */
-static inline void space_add(Space *s, int64_t i, double v) {
-    if (s->stamp[i] != s->gen) {
-        s->stamp[i] = s->gen;
-        s->acc[i] = 0.0 + v;
-        s->touched[s->n_touched++] = i;
-    } else {
-        s->acc[i] += v;
+static inline void set_mark(Marks *s, int64_t i) { s->stamp[i] = s->gen; }
+
+static inline int marked(const Marks *s, int64_t i) { return i >= 0 && i < s->cap && s->stamp[i] == s->gen; }
+
+/* Over labels: an open-addressing hash map from label to a sum, valid where its stamp is the current
+   generation. Labels come from a store-wide sequence, so one actor's span of them can be as wide as
+   the whole store: a table indexed by label would cost every actor's kernel that much memory. A
+   query's context entries are a few thousand, so the map is sized to them (twice, a power of 2). */
+typedef struct {
+    int64_t *keys;
+    double *acc;
+    uint32_t *stamp;
+    int64_t *touched; /* the slots taken this generation, in first-touch order */
+    Py_ssize_t n_touched, cap;
+    int shift; /* 64 - log2(cap): the hash's top bits pick the slot */
+    uint32_t gen;
+} Map;
+
+/* Room for ``entries`` distinct keys in one generation (called before a generation starts: growing
+   forgets every entry). */
+static int map_reserve(Map *m, Py_ssize_t entries) {
+    Py_ssize_t cap = 1024;
+    int bits = 10;
+    while (cap < 2 * entries) cap *= 2, bits++;
+    if (cap <= m->cap) return 0;
+    int64_t *keys = realloc(m->keys, (size_t)cap * sizeof(int64_t));
+    if (!keys) return -1;
+    m->keys = keys;
+    double *acc = realloc(m->acc, (size_t)cap * sizeof(double));
+    if (!acc) return -1;
+    m->acc = acc;
+    uint32_t *stamp = realloc(m->stamp, (size_t)cap * sizeof(uint32_t));
+    if (!stamp) return -1;
+    m->stamp = stamp;
+    int64_t *touched = realloc(m->touched, (size_t)cap * sizeof(int64_t));
+    if (!touched) return -1;
+    m->touched = touched;
+    memset(m->stamp, 0, (size_t)cap * sizeof(uint32_t));
+    m->cap = cap, m->shift = 64 - bits, m->n_touched = 0, m->gen = 0;
+    return 0;
+}
+
+static void map_start(Map *m) {
+    m->n_touched = 0;
+    if (++m->gen == 0) {
+        memset(m->stamp, 0, (size_t)m->cap * sizeof(uint32_t));
+        m->gen = 1;
     }
 }
 
-static inline int space_has(const Space *s, int64_t i) { return i >= 0 && i < s->cap && s->stamp[i] == s->gen; }
+/* sum[key] += v (0.0 + v for a key new this generation). The map never fills: map_reserve sized it. */
+static inline void map_add(Map *m, int64_t key, double v) {
+    Py_ssize_t mask = m->cap - 1, slot = (Py_ssize_t)(((uint64_t)key * 0x9E3779B97F4A7C15ULL) >> m->shift);
+    while (m->stamp[slot] == m->gen && m->keys[slot] != key) slot = (slot + 1) & mask;
+    if (m->stamp[slot] != m->gen) {
+        m->stamp[slot] = m->gen;
+        m->keys[slot] = key;
+        m->acc[slot] = 0.0 + v;
+        m->touched[m->n_touched++] = slot;
+    } else {
+        m->acc[slot] += v;
+    }
+}
+
+static void map_free(Map *m) {
+    free(m->keys);
+    free(m->acc);
+    free(m->stamp);
+    free(m->touched);
+    memset(m, 0, sizeof(*m));
+}
 
 /* Over rows: the accumulator is kept at 0.0 outside the rows the last query touched (``dense_clear``
    puts them back), so adding needs no stamp test: a row is new where it still holds 0.0 (every
@@ -146,10 +200,8 @@ static void dense_free(Dense *s) {
     memset(s, 0, sizeof(*s));
 }
 
-static void space_free(Space *s) {
-    free(s->acc);
+static void marks_free(Marks *s) {
     free(s->stamp);
-    free(s->touched);
     memset(s, 0, sizeof(*s));
 }
 
@@ -164,8 +216,8 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     Dense rows;   /* own-text scores of every row (lengths used: b > 0) */
-    Space labels; /* context scores per label */
-    Space marks;  /* rows scored apart (the context rows) */
+    Map labels;   /* context key sums (spread) and context scores (context) per label */
+    Marks marks;  /* rows scored apart (the context rows; the pruned search's first pass) */
     Keyed *keyed; /* the context rows and their final scores, by row */
     Py_ssize_t n_keyed, cap_keyed;
     int plain_ready; /* ``plain`` answered: ``lookup`` may read its context rows */
@@ -215,8 +267,8 @@ static int keyed_reserve(Kernel *k, Py_ssize_t need) {
 
 static void Kernel_dealloc(Kernel *self) {
     dense_free(&self->rows);
-    space_free(&self->labels);
-    space_free(&self->marks);
+    map_free(&self->labels);
+    marks_free(&self->marks);
     free(self->keyed);
     free(self->e_term);
     free(self->e_label);
@@ -373,25 +425,15 @@ static PyObject *Kernel_spread(Kernel *self, PyObject *args) {
     }
     Py_DECREF(wfast);
     Py_ssize_t window = (nblocks - 1) / 2, most = 0, entries = 0;
-    int64_t max_label = -1;
     const int64_t *labels = row_label.buf;
     for (Py_ssize_t t = 0; t < nterms; t++) {
         most = terms[t].n > most ? terms[t].n : most;
         entries += terms[t].n * nblocks;
-        const int32_t *rows = terms[t].rows.buf;
-        for (Py_ssize_t i = 0; i < terms[t].n; i++)
-            if (labels[rows[i]] > max_label) max_label = labels[rows[i]];
     }
-    if (max_label >= (int64_t)1 << 40) {
-        PyErr_SetString(PyExc_ValueError, "labels this large cannot key a dense accumulator");
-        goto done;
-    }
-    Py_ssize_t need = (Py_ssize_t)(max_label + 1);
-    if (nprev > need) need = nprev;
-    if (nnext > need) need = nnext;
     cur = PyMem_Malloc((size_t)(most ? most : 1) * sizeof(int64_t));
     df = PyMem_Calloc((size_t)(nterms ? nterms : 1), sizeof(Py_ssize_t));
-    if (!cur || !df || space_reserve(&self->labels, need) < 0 || entries_reserve(self, entries) < 0) {
+    /* one term's keys at a time in the map: at most its postings times the blocks */
+    if (!cur || !df || map_reserve(&self->labels, most * nblocks) < 0 || entries_reserve(self, entries) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -399,13 +441,12 @@ static PyObject *Kernel_spread(Kernel *self, PyObject *args) {
     const int64_t *links[2] = {prev.buf, next.buf};
     Py_ssize_t nlinks[2] = {nprev, nnext};
     Py_ssize_t n_entries = 0;
-    int bad = 0;
-    Space *keys = &self->labels;
+    Map *keys = &self->labels;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t t = 0; t < nterms; t++) {
         const int32_t *rows = terms[t].rows.buf, *tfs = terms[t].tfs.buf;
         Py_ssize_t n = terms[t].n, alone = 0;
-        space_start(keys);
+        map_start(keys);
         /* block 0: own-text keys of non-members, and members' own keys at weight 1 */
         for (Py_ssize_t i = 0; i < n; i++) {
             int32_t row = rows[i];
@@ -419,7 +460,7 @@ static PyObject *Kernel_spread(Kernel *self, PyObject *args) {
                 n_entries++;
                 alone++;
             } else {
-                space_add(keys, label, (double)tfs[i] * weights[0]);
+                map_add(keys, label, (double)tfs[i] * weights[0]);
             }
         }
         for (int side = 0; side < 2; side++) {
@@ -431,15 +472,15 @@ static PyObject *Kernel_spread(Kernel *self, PyObject *args) {
                     int64_t label = labels[row];
                     cur[i] = step(links[side], nlinks[side], cur[i]);
                     if (!live[row] || !is_member[label < nmember - 1 ? label : nmember - 1]) continue;
-                    if (cur[i] >= keys->cap) bad = 1; /* a link past the arrays: corrupt episodes */
-                    else if (cur[i] >= 0) space_add(keys, cur[i], (double)tfs[i] * w);
+                    if (cur[i] >= 0) map_add(keys, cur[i], (double)tfs[i] * w);
                 }
             }
         }
         Py_ssize_t counted = alone;
         for (Py_ssize_t j = 0; j < keys->n_touched; j++) {
-            int64_t key = keys->touched[j];
-            double tf = keys->acc[key];
+            Py_ssize_t slot = keys->touched[j];
+            int64_t key = keys->keys[slot];
+            double tf = keys->acc[slot];
             if (tf == 0.0) continue; /* as numpy's flatnonzero of the sums */
             self->e_term[n_entries] = (int32_t)t;
             self->e_label[n_entries] = key;
@@ -451,10 +492,6 @@ static PyObject *Kernel_spread(Kernel *self, PyObject *args) {
         df[t] = counted;
     }
     Py_END_ALLOW_THREADS
-    if (bad) {
-        PyErr_SetString(PyExc_IndexError, "an episode link names a label outside the episode arrays");
-        goto done;
-    }
     self->n_entries = n_entries;
     self->n_spread_terms = nterms;
     self->spread_ready = 1;
@@ -541,20 +578,17 @@ static PyObject *Kernel_context(Kernel *self, PyObject *args) {
     have = 2;
     Py_ssize_t ndoc = doclen.len / 8, nkey = keylen.len / 8;
     Py_ssize_t n = self->n_entries;
-    int64_t max_label = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (self->e_label[i] > max_label) max_label = self->e_label[i];
-        if (b_used && (self->e_row[i] >= ndoc || (self->e_row[i] < 0 && self->e_label[i] >= nkey))) {
+    for (Py_ssize_t i = 0; i < n && b_used; i++)
+        if (self->e_row[i] >= ndoc || (self->e_row[i] < 0 && (self->e_label[i] < 0 || self->e_label[i] >= nkey))) {
             PyErr_SetString(PyExc_IndexError, "a context entry's length is outside the arrays given");
             goto done;
         }
-    }
-    if (space_reserve(&self->labels, (Py_ssize_t)(max_label + 1)) < 0) {
+    if (map_reserve(&self->labels, n) < 0) {
         PyErr_NoMemory();
         goto done;
     }
-    Space *acc = &self->labels;
-    space_start(acc);
+    Map *acc = &self->labels;
+    map_start(acc);
     const double *dl = doclen.buf, *kl = keylen.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -567,10 +601,14 @@ static PyObject *Kernel_context(Kernel *self, PyObject *args) {
         } else {
             norm = tf + k1;
         }
-        space_add(acc, self->e_label[i], tf / norm * idf[self->e_term[i]]);
+        map_add(acc, self->e_label[i], tf / norm * idf[self->e_term[i]]);
     }
     Py_END_ALLOW_THREADS
-    out = PyBytes_FromStringAndSize((const char *)acc->touched, acc->n_touched * (Py_ssize_t)sizeof(int64_t));
+    out = PyBytes_FromStringAndSize(NULL, acc->n_touched * (Py_ssize_t)sizeof(int64_t));
+    if (out) { /* the labels, in first-touch order */
+        int64_t *put = (int64_t *)PyBytes_AS_STRING(out);
+        for (Py_ssize_t j = 0; j < acc->n_touched; j++) put[j] = acc->keys[acc->touched[j]];
+    }
     self->context_ready = out != NULL;
 done:
     PyMem_Free(idf);
@@ -766,7 +804,7 @@ static inline double score_row(const Plain *q, const double *table, int64_t row,
  * ``nrows``. Measured on LoCoMo questions at 1M memories: 1.7 ms p50 where scoring document at a
  * time with MaxScore's split took 2.2 ms and summing every posting 4.6 ms. */
 static Py_ssize_t top_pruned(const Plain *q, const uint8_t *live, const int64_t *labels, Py_ssize_t nrows,
-                             Space *mark, Py_ssize_t k, Hit *heap, Py_ssize_t *order, Py_ssize_t *pos, double *ub,
+                             Marks *mark, Py_ssize_t k, Hit *heap, Py_ssize_t *order, Py_ssize_t *pos, double *ub,
                              double *part_at, uint8_t *known, double *table) {
     Py_ssize_t n = q->nterms, filled = 0;
     if (!k || !n) return 0;
@@ -793,8 +831,8 @@ static Py_ssize_t top_pruned(const Plain *q, const uint8_t *live, const int64_t 
     for (Py_ssize_t i = 0; i < q->terms[lead].n; i++) {
         int64_t row = lead_rows[i];
         if (row < 0 || row >= nrows) return -1;
-        if (!live[row] || space_has(mark, row)) continue;
-        mark->stamp[row] = mark->gen; /* scored: the walk below passes it by */
+        if (!live[row] || marked(mark, row)) continue;
+        set_mark(mark, row); /* scored: the walk below passes it by */
         part_at[lead] = part_b0(q, table, lead, lead_tfs[i]);
         Hit h = {score_row(q, table, row, pos, part_at, known), labels[row]};
         offer(heap, &filled, k, h);
@@ -840,7 +878,7 @@ static Py_ssize_t top_pruned(const Plain *q, const uint8_t *live, const int64_t 
             }
         } else { /* every cursor up to the pivot stands at the row: score it, if it may be */
             for (Py_ssize_t t = 0; t < n; t++) known[t] = 0;
-            if (live[row] && !space_has(mark, row)) {
+            if (live[row] && !marked(mark, row)) {
                 Hit h = {score_row(q, table, row, pos, part_at, known), labels[row]};
                 offer(heap, &filled, k, h);
                 if (filled == k) theta = heap[0].score;
@@ -912,7 +950,7 @@ static PyObject *Kernel_plain(Kernel *self, PyObject *args) {
     /* keyed: twice the context rows (the second half is the sort's scratch) */
     if (keyed_reserve(self, 2 * nctx) < 0 || !(heap = PyMem_Malloc((size_t)(k + nctx + 1) * sizeof(Hit))) ||
         !(scratch = PyMem_Malloc((size_t)n * (2 * sizeof(Py_ssize_t) + (2 + TABLE) * sizeof(double) + 1))) ||
-        space_reserve(&self->marks, nrows) < 0) {
+        marks_reserve(&self->marks, nrows) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -921,10 +959,10 @@ static PyObject *Kernel_plain(Kernel *self, PyObject *args) {
     uint8_t *known = (uint8_t *)(table + n * TABLE);
     const uint8_t *live = alive.buf;
     const int64_t *labels = row_label.buf;
-    const Space *context = &self->labels;
-    Space *mark = &self->marks;
+    const Map *context = &self->labels;
+    Marks *mark = &self->marks;
     Dense *acc = &self->rows;
-    space_start(mark);
+    marks_start(mark);
     Py_ssize_t filled = 0;
     int bad = 0;
     int prune = !b_used && nrows >= self->prune_from;
@@ -939,8 +977,8 @@ static PyObject *Kernel_plain(Kernel *self, PyObject *args) {
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < nctx; i++) /* the context rows, marked: they are scored apart */
-        if (ctx_rows[i] >= 0 && live[ctx_rows[i]] && !space_has(mark, ctx_rows[i])) {
-            mark->stamp[ctx_rows[i]] = mark->gen;
+        if (ctx_rows[i] >= 0 && live[ctx_rows[i]] && !marked(mark, ctx_rows[i])) {
+            set_mark(mark, ctx_rows[i]);
             Keyed c = {ctx_rows[i], context->acc[context->touched[i]]};
             self->keyed[self->n_keyed++] = c;
         }
@@ -973,7 +1011,7 @@ static PyObject *Kernel_plain(Kernel *self, PyObject *args) {
         }
         for (Py_ssize_t j = 0; j < acc->n_touched && k && !bad; j++) {
             int64_t row = acc->touched[j];
-            if (space_has(mark, row) || !(acc->acc[row] > 0.0)) continue;
+            if (marked(mark, row) || !(acc->acc[row] > 0.0)) continue;
             Hit h = {acc->acc[row], labels[row]};
             offer(heap, &filled, k, h);
         }

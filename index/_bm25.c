@@ -360,6 +360,12 @@ static inline int64_t step(const int64_t *links, Py_ssize_t n, int64_t cur) {
     return links[cur < n - 1 ? cur : n - 1];
 }
 
+/* Whether ``label`` is placed in an episode, as Episodes.members reads it (labels past the array land
+   on the sentinel, which is no member; a negative label, which the store never makes, is none either). */
+static inline int placed(const uint8_t *member, Py_ssize_t n, int64_t label) {
+    return label >= 0 && member[label < n - 1 ? label : n - 1];
+}
+
 /* spread(terms, alive, row_label, member, prev, next, block_weights) -> [df of each term]
  *
  * For each context term (in query order): its live postings of memories outside every episode key
@@ -452,7 +458,7 @@ static PyObject *Kernel_spread(Kernel *self, PyObject *args) {
             int32_t row = rows[i];
             if (!live[row]) continue;
             int64_t label = labels[row];
-            if (!is_member[label < nmember - 1 ? label : nmember - 1]) {
+            if (!placed(is_member, nmember, label)) {
                 self->e_term[n_entries] = (int32_t)t;
                 self->e_label[n_entries] = label;
                 self->e_row[n_entries] = row;
@@ -471,7 +477,7 @@ static PyObject *Kernel_spread(Kernel *self, PyObject *args) {
                     int32_t row = rows[i];
                     int64_t label = labels[row];
                     cur[i] = step(links[side], nlinks[side], cur[i]);
-                    if (!live[row] || !is_member[label < nmember - 1 ? label : nmember - 1]) continue;
+                    if (!live[row] || !placed(is_member, nmember, label)) continue;
                     if (cur[i] >= 0) map_add(keys, cur[i], (double)tfs[i] * w);
                 }
             }
@@ -767,7 +773,7 @@ static inline void offer(Hit *heap, Py_ssize_t *filled, Py_ssize_t k, Hit h) {
 
 /* A term's part for a tf, b = 0: from its table below TABLE (the same operations, so the same bits). */
 static inline double part_b0(const Plain *q, const double *table, Py_ssize_t t, int32_t tf) {
-    return tf < TABLE ? table[t * TABLE + tf] : part_of(q, t, 0, tf);
+    return tf > 0 && tf < TABLE ? table[t * TABLE + tf] : part_of(q, t, 0, tf);
 }
 
 /* Score ``row`` exactly (term by term in query order, as the full scan sums it), its parts for the
@@ -1074,6 +1080,10 @@ static PyObject *Kernel_lookup(Kernel *self, PyObject *args) {
         return NULL;
     if (!self->plain_ready) {
         PyErr_SetString(PyExc_RuntimeError, "lookup() reads the query plain() just answered: call plain first");
+        return NULL;
+    }
+    if (self->busy) { /* another thread is inside a call that rewrites what this reads */
+        PyErr_SetString(PyExc_RuntimeError, "a BM25 kernel is used by one search at a time (its owner's lock)");
         return NULL;
     }
     Py_buffer rows;

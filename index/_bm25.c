@@ -51,6 +51,24 @@ static int get_buf(PyObject *obj, Py_buffer *view, Py_ssize_t size, const char *
     return 0;
 }
 
+/* The buffers one call holds, released together at its end. */
+typedef struct {
+    Py_buffer views[6];
+    int n;
+} Held;
+
+/* Hold ``obj``'s buffer (as ``get_buf``) until ``release_held``; NULL (an error set) when it does not fit. */
+static Py_buffer *hold(Held *held, PyObject *obj, Py_ssize_t size, const char *kinds, const char *what) {
+    Py_buffer *view = &held->views[held->n];
+    if (get_buf(obj, view, size, kinds, what) < 0) return NULL;
+    held->n++;
+    return view;
+}
+
+static void release_held(Held *held) {
+    while (held->n > 0) PyBuffer_Release(&held->views[--held->n]);
+}
+
 #define I32 "iI"
 #define I64 "lLqQ"
 #define F64 "d"
@@ -58,6 +76,21 @@ static int get_buf(PyObject *obj, Py_buffer *view, Py_ssize_t size, const char *
 #define TABLE 16 /* term frequencies below this take their BM25 part from a per-term table (b = 0) */
 
 /* -- accumulators ------------------------------------------------------------------------------ */
+
+/* Resize the block at ``*(void **)slot`` to ``count`` items of ``size`` bytes (left as it was on failure). */
+static int resize(void *slot, Py_ssize_t count, size_t size) {
+    void *grown = realloc(*(void **)slot, (size_t)count * size);
+    if (!grown) return -1;
+    *(void **)slot = grown;
+    return 0;
+}
+
+/* A capacity at least ``need``: ``have`` (or ``least``) doubled as often as it takes. */
+static Py_ssize_t doubled(Py_ssize_t have, Py_ssize_t least, Py_ssize_t need) {
+    Py_ssize_t cap = have ? have : least;
+    while (cap < need) cap *= 2;
+    return cap;
+}
 
 /* Over rows: marks valid where their stamp is the current generation (starting a query is one
    increment, and a query abandoned half way leaves no mark behind). */
@@ -69,11 +102,8 @@ typedef struct {
 
 static int marks_reserve(Marks *s, Py_ssize_t need) {
     if (need <= s->cap) return 0;
-    Py_ssize_t cap = s->cap ? s->cap : 1024;
-    while (cap < need) cap *= 2;
-    uint32_t *stamp = realloc(s->stamp, (size_t)cap * sizeof(uint32_t));
-    if (!stamp) return -1;
-    s->stamp = stamp;
+    Py_ssize_t cap = doubled(s->cap, 1024, need);
+    if (resize(&s->stamp, cap, sizeof(uint32_t)) < 0) return -1;
     memset(s->stamp + s->cap, 0, (size_t)(cap - s->cap) * sizeof(uint32_t)); /* 0: never a generation */
     s->cap = cap;
     return 0;
@@ -111,18 +141,9 @@ static int map_reserve(Map *m, Py_ssize_t entries) {
     int bits = 10;
     while (cap < 2 * entries) cap *= 2, bits++;
     if (cap <= m->cap) return 0;
-    int64_t *keys = realloc(m->keys, (size_t)cap * sizeof(int64_t));
-    if (!keys) return -1;
-    m->keys = keys;
-    double *acc = realloc(m->acc, (size_t)cap * sizeof(double));
-    if (!acc) return -1;
-    m->acc = acc;
-    uint32_t *stamp = realloc(m->stamp, (size_t)cap * sizeof(uint32_t));
-    if (!stamp) return -1;
-    m->stamp = stamp;
-    int64_t *touched = realloc(m->touched, (size_t)cap * sizeof(int64_t));
-    if (!touched) return -1;
-    m->touched = touched;
+    if (resize(&m->keys, cap, sizeof(int64_t)) < 0 || resize(&m->acc, cap, sizeof(double)) < 0 ||
+        resize(&m->stamp, cap, sizeof(uint32_t)) < 0 || resize(&m->touched, cap, sizeof(int64_t)) < 0)
+        return -1; /* the map keeps its old capacity: every block is at least that long */
     memset(m->stamp, 0, (size_t)cap * sizeof(uint32_t));
     m->cap = cap, m->shift = 64 - bits, m->n_touched = 0, m->gen = 0;
     return 0;
@@ -170,15 +191,10 @@ typedef struct {
 
 static int dense_reserve(Dense *s, Py_ssize_t need) {
     if (need <= s->cap) return 0;
-    Py_ssize_t cap = s->cap ? s->cap : 1024;
-    while (cap < need) cap *= 2;
-    double *acc = realloc(s->acc, (size_t)cap * sizeof(double));
-    if (!acc) return -1;
-    s->acc = acc;
+    Py_ssize_t cap = doubled(s->cap, 1024, need);
+    if (resize(&s->acc, cap, sizeof(double)) < 0) return -1;
     memset(s->acc + s->cap, 0, (size_t)(cap - s->cap) * sizeof(double));
-    int64_t *touched = realloc(s->touched, (size_t)(cap + 1) * sizeof(int64_t)); /* + 1: the write ahead */
-    if (!touched) return -1;
-    s->touched = touched;
+    if (resize(&s->touched, cap + 1, sizeof(int64_t)) < 0) return -1; /* + 1: the write ahead */
     s->cap = cap;
     return 0;
 }
@@ -236,31 +252,18 @@ typedef struct {
 
 static int entries_reserve(Kernel *k, Py_ssize_t need) {
     if (need <= k->cap_entries) return 0;
-    Py_ssize_t cap = k->cap_entries ? k->cap_entries : 1024;
-    while (cap < need) cap *= 2;
-    int32_t *t = realloc(k->e_term, (size_t)cap * sizeof(int32_t));
-    if (!t) return -1;
-    k->e_term = t;
-    int64_t *l = realloc(k->e_label, (size_t)cap * sizeof(int64_t));
-    if (!l) return -1;
-    k->e_label = l;
-    int64_t *r = realloc(k->e_row, (size_t)cap * sizeof(int64_t));
-    if (!r) return -1;
-    k->e_row = r;
-    double *f = realloc(k->e_tf, (size_t)cap * sizeof(double));
-    if (!f) return -1;
-    k->e_tf = f;
+    Py_ssize_t cap = doubled(k->cap_entries, 1024, need);
+    if (resize(&k->e_term, cap, sizeof(int32_t)) < 0 || resize(&k->e_label, cap, sizeof(int64_t)) < 0 ||
+        resize(&k->e_row, cap, sizeof(int64_t)) < 0 || resize(&k->e_tf, cap, sizeof(double)) < 0)
+        return -1;
     k->cap_entries = cap;
     return 0;
 }
 
 static int keyed_reserve(Kernel *k, Py_ssize_t need) {
     if (need <= k->cap_keyed) return 0;
-    Py_ssize_t cap = k->cap_keyed ? k->cap_keyed : 256;
-    while (cap < need) cap *= 2;
-    Keyed *keyed = realloc(k->keyed, (size_t)cap * sizeof(Keyed));
-    if (!keyed) return -1;
-    k->keyed = keyed;
+    Py_ssize_t cap = doubled(k->cap_keyed, 256, need);
+    if (resize(&k->keyed, cap, sizeof(Keyed)) < 0) return -1;
     k->cap_keyed = cap;
     return 0;
 }
@@ -360,6 +363,36 @@ static inline int64_t step(const int64_t *links, Py_ssize_t n, int64_t cur) {
     return links[cur < n - 1 ? cur : n - 1];
 }
 
+/* Read a sequence of floats into a new PyMem block: ``*n`` of them (any count when ``*n`` is -1, which
+   then becomes the count). */
+static double *get_floats(PyObject *seq, Py_ssize_t *n, const char *what) {
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (!fast) return NULL;
+    Py_ssize_t got = PySequence_Fast_GET_SIZE(fast);
+    if (*n >= 0 && got != *n) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd values", what, *n);
+        return NULL;
+    }
+    *n = got;
+    double *out = PyMem_Malloc((size_t)(got ? got : 1) * sizeof(double));
+    if (!out) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < got; i++) {
+        out[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, i));
+        if (out[i] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            PyMem_Free(out);
+            return NULL;
+        }
+    }
+    Py_DECREF(fast);
+    return out;
+}
+
 /* Whether ``label`` is placed in an episode, as Episodes.members reads it (labels past the array land
    on the sentinel, which is no member; a negative label, which the store never makes, is none either). */
 static inline int placed(const uint8_t *member, Py_ssize_t n, int64_t label) {
@@ -385,53 +418,32 @@ static PyObject *Kernel_spread(Kernel *self, PyObject *args) {
     PyObject *out = NULL;
     Py_ssize_t nterms = 0;
     Term *terms = NULL;
-    Py_buffer alive = {0}, row_label = {0}, member = {0}, prev = {0}, next = {0};
-    int have = 0;
+    Held held = {.n = 0};
+    Py_buffer *alive, *row_label, *member, *prev, *next;
     double *weights = NULL;
     int64_t *cur = NULL;
     Py_ssize_t *df = NULL;
     if (!(terms = get_terms(terms_obj, &nterms))) goto done;
-    if (get_buf(alive_obj, &alive, 1, BOOL, "alive") < 0) goto done;
-    have = 1;
-    if (get_buf(label_obj, &row_label, 8, I64, "row_label") < 0) goto done;
-    have = 2;
-    if (get_buf(member_obj, &member, 1, BOOL, "member") < 0) goto done;
-    have = 3;
-    if (get_buf(prev_obj, &prev, 8, I64, "prev") < 0) goto done;
-    have = 4;
-    if (get_buf(next_obj, &next, 8, I64, "next") < 0) goto done;
-    have = 5;
-    Py_ssize_t nrows = alive.len < row_label.len / 8 ? alive.len : row_label.len / 8;
-    Py_ssize_t nmember = member.len, nprev = prev.len / 8, nnext = next.len / 8;
+    if (!(alive = hold(&held, alive_obj, 1, BOOL, "alive")) ||
+        !(row_label = hold(&held, label_obj, 8, I64, "row_label")) ||
+        !(member = hold(&held, member_obj, 1, BOOL, "member")) || !(prev = hold(&held, prev_obj, 8, I64, "prev")) ||
+        !(next = hold(&held, next_obj, 8, I64, "next")))
+        goto done;
+    Py_ssize_t nrows = alive->len < row_label->len / 8 ? alive->len : row_label->len / 8;
+    Py_ssize_t nmember = member->len, nprev = prev->len / 8, nnext = next->len / 8;
     if (nmember < 1 || nprev < 1 || nnext < 1) {
         PyErr_SetString(PyExc_ValueError, "member, prev and next need their sentinel slot");
         goto done;
     }
     if (check_rows(terms, nterms, nrows) < 0) goto done;
-    PyObject *wfast = PySequence_Fast(weights_obj, "block_weights must be a sequence of floats");
-    if (!wfast) goto done;
-    Py_ssize_t nblocks = PySequence_Fast_GET_SIZE(wfast);
+    Py_ssize_t nblocks = -1;
+    if (!(weights = get_floats(weights_obj, &nblocks, "block_weights must be a sequence of floats"))) goto done;
     if (nblocks < 1 || nblocks % 2 != 1) {
-        Py_DECREF(wfast);
         PyErr_SetString(PyExc_ValueError, "block_weights: 1 + 2 * window weights");
         goto done;
     }
-    weights = PyMem_Malloc((size_t)nblocks * sizeof(double));
-    if (!weights) {
-        Py_DECREF(wfast);
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < nblocks; i++) {
-        weights[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(wfast, i));
-        if (weights[i] == -1.0 && PyErr_Occurred()) {
-            Py_DECREF(wfast);
-            goto done;
-        }
-    }
-    Py_DECREF(wfast);
     Py_ssize_t window = (nblocks - 1) / 2, most = 0, entries = 0;
-    const int64_t *labels = row_label.buf;
+    const int64_t *labels = row_label->buf;
     for (Py_ssize_t t = 0; t < nterms; t++) {
         most = terms[t].n > most ? terms[t].n : most;
         entries += terms[t].n * nblocks;
@@ -443,8 +455,8 @@ static PyObject *Kernel_spread(Kernel *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    const uint8_t *live = alive.buf, *is_member = member.buf;
-    const int64_t *links[2] = {prev.buf, next.buf};
+    const uint8_t *live = alive->buf, *is_member = member->buf;
+    const int64_t *links[2] = {prev->buf, next->buf};
     Py_ssize_t nlinks[2] = {nprev, nnext};
     Py_ssize_t n_entries = 0;
     Map *keys = &self->labels;
@@ -513,43 +525,12 @@ static PyObject *Kernel_spread(Kernel *self, PyObject *args) {
     }
 done:
     if (terms) release_terms(terms, nterms);
-    if (have >= 1) PyBuffer_Release(&alive);
-    if (have >= 2) PyBuffer_Release(&row_label);
-    if (have >= 3) PyBuffer_Release(&member);
-    if (have >= 4) PyBuffer_Release(&prev);
-    if (have >= 5) PyBuffer_Release(&next);
+    release_held(&held);
     PyMem_Free(weights);
     PyMem_Free(cur);
     PyMem_Free(df);
     if (!out) self->n_entries = self->n_spread_terms = 0;
     self->busy = 0;
-    return out;
-}
-
-/* Read a sequence of floats into a new PyMem block of ``n`` doubles. */
-static double *get_floats(PyObject *seq, Py_ssize_t n, const char *what) {
-    PyObject *fast = PySequence_Fast(seq, what);
-    if (!fast) return NULL;
-    if (PySequence_Fast_GET_SIZE(fast) != n) {
-        Py_DECREF(fast);
-        PyErr_Format(PyExc_ValueError, "%s: expected %zd values", what, n);
-        return NULL;
-    }
-    double *out = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(double));
-    if (!out) {
-        Py_DECREF(fast);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        out[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, i));
-        if (out[i] == -1.0 && PyErr_Occurred()) {
-            Py_DECREF(fast);
-            PyMem_Free(out);
-            return NULL;
-        }
-    }
-    Py_DECREF(fast);
     return out;
 }
 
@@ -575,14 +556,14 @@ static PyObject *Kernel_context(Kernel *self, PyObject *args) {
     self->spread_ready = self->context_ready = self->plain_ready = 0;
     PyObject *out = NULL;
     double *idf = NULL;
-    Py_buffer doclen = {0}, keylen = {0};
-    int have = 0;
-    if (!(idf = get_floats(idf_obj, self->n_spread_terms, "idf"))) goto done;
-    if (get_buf(doclen_obj, &doclen, 8, F64, "doclen") < 0) goto done;
-    have = 1;
-    if (get_buf(keylen_obj, &keylen, 8, F64, "key_length") < 0) goto done;
-    have = 2;
-    Py_ssize_t ndoc = doclen.len / 8, nkey = keylen.len / 8;
+    Held held = {.n = 0};
+    Py_buffer *doclen, *keylen;
+    Py_ssize_t nidf = self->n_spread_terms;
+    if (!(idf = get_floats(idf_obj, &nidf, "idf"))) goto done;
+    if (!(doclen = hold(&held, doclen_obj, 8, F64, "doclen")) ||
+        !(keylen = hold(&held, keylen_obj, 8, F64, "key_length")))
+        goto done;
+    Py_ssize_t ndoc = doclen->len / 8, nkey = keylen->len / 8;
     Py_ssize_t n = self->n_entries;
     for (Py_ssize_t i = 0; i < n && b_used; i++)
         if (self->e_row[i] >= ndoc || (self->e_row[i] < 0 && (self->e_label[i] < 0 || self->e_label[i] >= nkey))) {
@@ -595,7 +576,7 @@ static PyObject *Kernel_context(Kernel *self, PyObject *args) {
     }
     Map *acc = &self->labels;
     map_start(acc);
-    const double *dl = doclen.buf, *kl = keylen.buf;
+    const double *dl = doclen->buf, *kl = keylen->buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         double tf = self->e_tf[i], norm;
@@ -618,8 +599,7 @@ static PyObject *Kernel_context(Kernel *self, PyObject *args) {
     self->context_ready = out != NULL;
 done:
     PyMem_Free(idf);
-    if (have >= 1) PyBuffer_Release(&doclen);
-    if (have >= 2) PyBuffer_Release(&keylen);
+    release_held(&held);
     self->busy = 0;
     return out;
 }
@@ -690,7 +670,8 @@ static int plain_parse(Plain *q, PyObject *terms, PyObject *weights, double k1, 
     memset(q, 0, sizeof(*q));
     q->k1 = k1, q->b_used = b_used, q->scale = scale, q->base = base;
     if (!(q->terms = get_terms(terms, &q->nterms))) return -1;
-    if (!(q->weights = get_floats(weights, q->nterms, "weights"))) return -1;
+    Py_ssize_t nweights = q->nterms;
+    if (!(q->weights = get_floats(weights, &nweights, "weights"))) return -1;
     if (get_buf(doclen, &q->doclen, 8, F64, "doclen") < 0) return -1;
     q->have_doclen = 1;
     q->dl = q->doclen.buf;
@@ -926,21 +907,19 @@ static PyObject *Kernel_plain(Kernel *self, PyObject *args) {
     Plain q;
     Hit *heap = NULL;
     void *scratch = NULL;
-    Py_buffer alive = {0}, row_label = {0}, ctx = {0};
-    int have = 0;
+    Held held = {.n = 0};
+    Py_buffer *alive, *row_label, *ctx;
     if (plain_parse(&q, terms_obj, weights_obj, k1, b_used, scale, base, doclen_obj) < 0) goto done;
-    if (get_buf(alive_obj, &alive, 1, BOOL, "alive") < 0) goto done;
-    have = 1;
-    if (get_buf(label_obj, &row_label, 8, I64, "row_label") < 0) goto done;
-    have = 2;
-    if (get_buf(ctx_obj, &ctx, 8, I64, "context_rows") < 0) goto done;
-    have = 3;
-    Py_ssize_t nrows = alive.len;
-    if (row_label.len / 8 < nrows) nrows = row_label.len / 8;
+    if (!(alive = hold(&held, alive_obj, 1, BOOL, "alive")) ||
+        !(row_label = hold(&held, label_obj, 8, I64, "row_label")) ||
+        !(ctx = hold(&held, ctx_obj, 8, I64, "context_rows")))
+        goto done;
+    Py_ssize_t nrows = alive->len;
+    if (row_label->len / 8 < nrows) nrows = row_label->len / 8;
     if (q.nrows < nrows) nrows = q.nrows;
     q.nrows = nrows;
-    Py_ssize_t nctx = ctx.len / 8;
-    const int64_t *ctx_rows = ctx.buf;
+    Py_ssize_t nctx = ctx->len / 8;
+    const int64_t *ctx_rows = ctx->buf;
     if (nctx != (with_context ? self->labels.n_touched : 0)) {
         PyErr_SetString(PyExc_ValueError,
                         "context_rows must give one row per label the context() just before returned");
@@ -963,8 +942,8 @@ static PyObject *Kernel_plain(Kernel *self, PyObject *args) {
     Py_ssize_t *order = scratch, *pos = order + n;
     double *ub = (double *)(pos + n), *part_at = ub + n, *table = part_at + n;
     uint8_t *known = (uint8_t *)(table + n * TABLE);
-    const uint8_t *live = alive.buf;
-    const int64_t *labels = row_label.buf;
+    const uint8_t *live = alive->buf;
+    const int64_t *labels = row_label->buf;
     const Map *context = &self->labels;
     Marks *mark = &self->marks;
     Dense *acc = &self->rows;
@@ -1048,9 +1027,7 @@ done:
     plain_release(&q);
     PyMem_Free(heap);
     PyMem_Free(scratch);
-    if (have >= 1) PyBuffer_Release(&alive);
-    if (have >= 2) PyBuffer_Release(&row_label);
-    if (have >= 3) PyBuffer_Release(&ctx);
+    release_held(&held);
     if (!out) self->n_keyed = 0;
     self->busy = 0;
     return out;

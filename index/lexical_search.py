@@ -4,7 +4,8 @@
 index's arrays and computes what it must not (idf: numpy's ``log1p``, so the scores are the numpy
 reference's bit for bit: ``index.lexical_context.context_scored`` and
 ``index.lexical_topk.search_scored``, which tests hold it to). Same answers as those; on LoCoMo
-questions, side by side, 0.49 -> 0.25 ms p50 at 100k memories, 3.1 -> 1.7 ms at 1M.
+questions, side by side, 0.47 -> 0.31 ms p50 at 100k memories, 3.2 -> 1.7 ms at 1M
+(benchmarks/results/lexical_kernel.md).
 
 One query: the context terms are spread to the keys that hold them (``Kernel.spread``, giving each
 term's df over keys), scored per label (``Kernel.context``), the own-text terms scored per row and

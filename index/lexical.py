@@ -56,6 +56,7 @@ from mempager.index.lexquery import (
     evaluate,
     parse_query,
     phrase_hits,
+    query_ids,
     ranked,
 )
 from mempager.index.tokenize import Tokenizer, TokenizerConfig, Vocabulary, grow, ranges
@@ -215,7 +216,7 @@ class State:
 
     def scores(self, terms: Iterable[str], k1: float, b: float) -> npt.NDArray[np.float64]:
         """BM25 of every row (dead rows too: callers mask them) for the distinct known ``terms``."""
-        ids = [t for t in dict.fromkeys(self.ids.get(x, -1) for x in terms) if t >= 0 and self.df[t] > 0]
+        ids = query_ids(self.ids, self.df, terms)
         if not ids:
             return np.zeros(self.nrows)
         postings = [self.post[t][:, :n].T for t, n in zip(ids, self.npost[ids].tolist(), strict=True)]

@@ -26,7 +26,7 @@ import numpy.typing as npt
 from mempager.index.episodes import Episodes
 from mempager.index.lexical_topk import _PRUNE_FROM_ROWS, Wanted, resolve
 from mempager.index.lexical_topk import search_scored as top_scored
-from mempager.index.lexquery import ranked
+from mempager.index.lexquery import idf_weights, query_ids, ranked
 
 Int64s = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -86,7 +86,7 @@ def context_scores(state: Any, ids: Sequence[int], episodes: Episodes, k1: float
         if b:  # b = 0 (the default) ignores key lengths: the costliest gather here is skipped
             length = np.concatenate((length, episodes.key_length[spread_labels]))
     df = np.bincount(term_out, minlength=len(ids)).astype(np.float64)  # keys holding each term
-    idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)) * (k1 + 1.0)
+    idf = idf_weights(n_docs, df, k1)
     if b:
         norm = length * (k1 * b * n_docs / (state.total_len + episodes.extra_length))  # k1 b / avg key length
         norm += k1 * (1.0 - b)
@@ -148,7 +148,7 @@ def context_scored(
     context candidate's score: the merged top ``k`` is exact (any other memory scores its own text
     alone, and ranks below those ``k``), and the pruning keeps its depth of ``k``.
     """
-    ids = [t for t in dict.fromkeys(state.ids.get(x, -1) for x in terms) if t >= 0 and state.df[t] > 0]
+    ids = query_ids(state.ids, state.df, terms)
     if not ids:
         return [], dict.fromkeys(resolve(wanted), 0.0)
     spread, plain = spread_terms(state, ids)

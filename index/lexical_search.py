@@ -1,9 +1,10 @@
 """The lexical lane's search: BM25 over own text and context keys, through the compiled kernel.
 
 ``index/_bm25.c`` walks the query terms' postings with the GIL released; this module hands it the
-index's arrays and computes what it must not (idf: numpy's ``log1p``, so the scores are the numpy
-reference's bit for bit: ``index.lexical_context.context_scored`` and
-``index.lexical_topk.search_scored``, which tests hold it to). Same answers as those; on LoCoMo
+index's arrays and computes what it must not: idf, with numpy's ``log1p`` (``lexquery.idf_weights``,
+which every numpy path uses too), so the scores are the numpy reference's bit for bit
+(``index.lexical_context.context_scored`` and ``index.lexical_topk.search_scored``, which tests
+hold it to). Same answers as those; on LoCoMo
 questions, side by side, 0.47 -> 0.31 ms p50 at 100k memories, 3.2 -> 1.7 ms at 1M
 (benchmarks/results/lexical_kernel.md).
 
@@ -25,9 +26,9 @@ from mempager.index._bm25 import Kernel
 from mempager.index.episodes import Episodes
 from mempager.index.lexical_context import spread_terms
 from mempager.index.lexical_topk import Wanted, resolve
+from mempager.index.lexquery import idf_weights, query_ids
 
 Int32s = npt.NDArray[np.int32]
-Floats = npt.NDArray[np.float64]
 _NO_ROWS = np.zeros(0, np.int64)
 # From this many rows a search (b = 0) prunes (WAND, document at a time) instead of summing every
 # posting into a row accumulator; below, the accumulator fits the cache and summing costs fewer steps
@@ -56,12 +57,6 @@ def _postings(state: Any, ids: Sequence[int]) -> list[tuple[Int32s, Int32s]]:
     return out
 
 
-def _idf(n_docs: int, df: Floats, k1: float) -> Floats:
-    """BM25's idf times (k1 + 1), as every numpy path computes it (the same expression, so the same bits)."""
-    weights: Floats = np.log1p((n_docs - df + 0.5) / (df + 0.5)) * (k1 + 1.0)
-    return weights
-
-
 def search_scored(
     state: Any, terms: Sequence[str], k: int, wanted: Wanted, episodes: Episodes | None, k1: float, b: float
 ) -> tuple[list[tuple[int, float]], dict[int, float]]:
@@ -70,7 +65,7 @@ def search_scored(
     on context keys and common ones on own text (``lexical_context.spread_terms``), as
     ``lexical_context.context_scored``; without, every term on own text, as
     ``lexical_topk.search_scored``. Callers hold the index's lock (one search per state at a time)."""
-    ids = [t for t in dict.fromkeys(state.ids.get(x, -1) for x in terms) if t >= 0 and state.df[t] > 0]
+    ids = query_ids(state.ids, state.df, terms)
     if not ids:
         return [], dict.fromkeys(resolve(wanted), 0.0)
     if episodes is not None and len(episodes):
@@ -91,12 +86,12 @@ def search_scored(
             episodes.next,
             episodes.block_weights,
         )
-        idf = _idf(n_docs, np.asarray(df, np.float64), k1)
+        idf = idf_weights(n_docs, np.asarray(df, np.float64), k1)
         scale = k1 * b * n_docs / (state.total_len + episodes.extra_length) if b else 0.0
         keys = kernel.context(idf.tolist(), k1, bool(b), scale, base, state.doclen, episodes.key_length)
         context_rows = state.label_row.rows_of(np.frombuffer(keys, np.int64)).astype(np.int64, copy=False)
     own = _postings(state, plain)
-    weights = _idf(n_docs, state.df[plain].astype(np.float64), k1).tolist()
+    weights = idf_weights(n_docs, state.df[plain].astype(np.float64), k1).tolist()
     scale = k1 * b * n_docs / state.total_len if b else 0.0
     top = kernel.plain(
         own, weights, k1, bool(b), scale, base, state.doclen, state.alive, state.row_label, context_rows, k

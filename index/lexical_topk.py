@@ -42,7 +42,7 @@ import numpy.typing as npt
 
 from mempager.index.labelmap import LabelRows
 from mempager.index.lexical_postings import PostingLists
-from mempager.index.lexquery import ranked
+from mempager.index.lexquery import idf_weights, query_ids, ranked
 
 Floats = npt.NDArray[np.float64]
 Int64s = npt.NDArray[np.int64]
@@ -121,7 +121,7 @@ def search_scored(
     ``wanted`` is called once the top ``k`` is known. Labels in ``exclude`` are left out of the
     top ``k`` (not of ``wanted``): a caller that scores them its own way needs the best k others."""
     skip = _rows_of(state, exclude)
-    ids = [t for t in dict.fromkeys(state.ids.get(x, -1) for x in terms) if t >= 0 and state.df[t] > 0]
+    ids = query_ids(state.ids, state.df, terms)
     if not ids:
         return [], dict.fromkeys(resolve(wanted), 0.0)
 
@@ -135,7 +135,7 @@ def search_scored(
         return ranked_all, of(every)
     n_docs, total_len = len(state.label_row), state.total_len
     dfs = state.df[ids].astype(np.float64)
-    weights = np.log1p((n_docs - dfs + 0.5) / (dfs + 0.5)) * (k1 + 1.0)  # as bm25 computes them
+    weights = idf_weights(n_docs, dfs, k1)
     postings = [state.post[t][:, :n] for t, n in zip(ids, state.npost[ids].tolist(), strict=True)]  # rows; tfs
     scale, base = k1 * b * n_docs / total_len, k1 * (1.0 - b)
     scorer = _Scorer(postings, weights, state.doclen, scale, base, [_column(state, t) for t in ids])

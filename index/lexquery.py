@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Protocol
@@ -272,6 +272,21 @@ class _Evaluator:
 # -- scoring kernels (pure numpy over the index's arrays) ---------------------------------------
 
 
+def query_ids(ids: Mapping[str, int], df: RowArray, terms: Iterable[str]) -> list[int]:
+    """The distinct known term ids of ``terms``, in query order, of terms some live document holds."""
+    return [t for t in dict.fromkeys(ids.get(x, -1) for x in terms) if t >= 0 and df[t] > 0]
+
+
+def idf_weights(n_docs: int, df: Floats, k1: float) -> Floats:
+    """Each term's idf times (k1 + 1): idf = ln(1 + (N - df + 0.5) / (df + 0.5)), never negative.
+
+    Every BM25 path (this module's ``bm25``, the pruned and context searches, the compiled kernel's
+    caller) takes its weights from here: the kernel's scores equal the numpy ones bit for bit only
+    while the weights do, and numpy's ``log1p`` is not the C library's on every machine."""
+    weights: Floats = np.log1p((n_docs - df + 0.5) / (df + 0.5)) * (k1 + 1.0)
+    return weights
+
+
 def bm25(
     postings: Sequence[npt.NDArray[np.int32]],
     df: RowArray,
@@ -289,7 +304,7 @@ def bm25(
     lens = np.fromiter(map(len, postings), np.int64, len(postings))
     post = np.concatenate(postings)
     dfs = df.astype(np.float64)
-    weight = np.repeat(np.log1p((n_docs - dfs + 0.5) / (dfs + 0.5)) * (k1 + 1.0), lens)
+    weight = np.repeat(idf_weights(n_docs, dfs, k1), lens)
     rows, tf = post[:, 0].astype(np.intp), post[:, 1].astype(np.float64)
     if b:  # then, in place (this is the hot loop): tf / (tf + k1 * (1 - b + b * dl / avgdl))
         norm = doclen[rows]

@@ -171,9 +171,7 @@ class State:
         touched = np.unique(tids)
         for t in touched[2 * self.dead[touched] >= self.npost[touched]].tolist():
             buf = self.post[t][:, : self.npost[t]]
-            # exact size: a term that lost most documents shrinks (C order: a boolean index along the
-            # second axis gives Fortran order, and the search reads each row of the pair contiguously)
-            self.post[t] = np.ascontiguousarray(buf[:, self.alive[buf[0]]])
+            self.post[t] = buf[:, self.alive[buf[0]]]  # exact size: a term that lost most documents shrinks
             self.npost[t], self.dead[t] = self.post[t].shape[1], 0
 
     def needs_compaction(self) -> bool:

@@ -28,7 +28,7 @@ class PostingLists:
     def __init__(self, count: int = 0, ptr: Int64s | None = None, block: Int32s | None = None) -> None:
         self._own: list[Int32s | None] = [None] * count
         self._ptr = np.zeros(1, np.int64) if ptr is None else ptr
-        self._block = NO_POSTINGS if block is None else block
+        self._block = NO_POSTINGS if block is None else _rows_contiguous(block)
         self._base = len(self._ptr) - 1  # terms whose postings start in the block
 
     def __len__(self) -> int:
@@ -43,10 +43,20 @@ class PostingLists:
         return NO_POSTINGS
 
     def __setitem__(self, term: int, postings: Int32s) -> None:
-        self._own[term] = postings
+        self._own[term] = _rows_contiguous(postings)
 
     def extend(self, count: int) -> None:
         self._own.extend([None] * count)
+
+
+def _rows_contiguous(postings: Int32s) -> Int32s:
+    """``postings`` with each of its two rows contiguous (copied only when they are not). Readers take
+    a term's rows and tfs as plain buffers (the compiled search, ``index/_bm25.c``); a boolean index
+    along the second axis, as a shrinking term's, gives Fortran order, where they would be strided.
+    A slice of a block along that axis keeps its rows contiguous, and is kept as it is (no copy)."""
+    if postings.strides[1] == postings.itemsize or postings.shape[1] <= 1:
+        return postings
+    return np.ascontiguousarray(postings)
 
 
 def to_csr(lists: PostingLists, npost: Int64s, terms: Int64s, row_map: npt.NDArray[np.int32]) -> tuple[Int64s, Int32s]:

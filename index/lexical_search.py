@@ -46,14 +46,11 @@ def kernel_of(state: Any) -> Kernel:
 
 
 def _postings(state: Any, ids: Sequence[int]) -> list[tuple[Int32s, Int32s]]:
-    """(rows, tfs) of each term in use (views: nothing is copied)."""
+    """(rows, tfs) of each term in use: views, each contiguous (``lexical_postings`` keeps them so)."""
     out = []
     for t, n in zip(ids, state.npost[ids].tolist(), strict=True):
         block = state.post[t]
-        rows, tfs = block[0, :n], block[1, :n]
-        if not (rows.flags.c_contiguous and tfs.flags.c_contiguous):  # the kernel reads plain buffers
-            rows, tfs = np.ascontiguousarray(rows), np.ascontiguousarray(tfs)
-        out.append((rows, tfs))
+        out.append((block[0, :n], block[1, :n]))
     return out
 
 

@@ -128,7 +128,7 @@ def test_a_failing_wanted_leaves_nothing_behind_for_the_next_query() -> None:
 
 def test_postings_shrunk_by_removals_are_read_as_contiguous_rows() -> None:
     """A term that loses most documents is shrunk by a boolean index, which numpy returns in Fortran
-    order; the index keeps it in C order (and the kernel's caller copies anything that is not)."""
+    order; the posting lists keep each row contiguous, as the kernel reads them."""
     index = LexicalIndex()
     index.add(list(range(100)), [f"river w{i % 7}" for i in range(100)])
     index.remove(range(0, 90))

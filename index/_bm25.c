@@ -933,7 +933,7 @@ static PyObject *Kernel_plain(Kernel *self, PyObject *args) {
     if (k < 0) k = 0;
     Py_ssize_t n = q.nterms ? q.nterms : 1;
     /* keyed: twice the context rows (the second half is the sort's scratch) */
-    if (keyed_reserve(self, 2 * nctx) < 0 || !(heap = PyMem_Malloc((size_t)(k + nctx + 1) * sizeof(Hit))) ||
+    if (keyed_reserve(self, 2 * nctx) < 0 || !(heap = PyMem_Malloc((size_t)(k + 1) * sizeof(Hit))) ||
         !(scratch = PyMem_Malloc((size_t)n * (2 * sizeof(Py_ssize_t) + (2 + TABLE) * sizeof(double) + 1))) ||
         marks_reserve(&self->marks, nrows) < 0) {
         PyErr_NoMemory();

@@ -429,17 +429,13 @@ class HnswIndex:
         n = manifest.rows
         capacity = max(n + 1024, n * 5 // 4, 1)  # headroom: the first add after opening does not resize
         checked = hnsw_load.check(directory, manifest, self._dim, resident=n <= self._resident_max_rows)
-        try:
-            graph = self._graph_of(checked, capacity)
-            if graph.element_count != n:
-                raise IndexStale(f"{checked.graph} holds {graph.element_count} rows, the manifest says {n}; rebuild it")
-            vectors = checked.rows(capacity)
-        finally:
-            checked.close()  # hnswlib and the rows hold their own copies (a large index reads the file anew)
+        graph = self._graph_of(checked, capacity)
+        if graph.element_count != n:
+            raise IndexStale(f"{checked.graph} holds {graph.element_count} rows, the manifest says {n}; rebuild it")
         labels, live = checked.labels, checked.live
         rows = LabelRows()
         rows.set_many(labels[live], np.flatnonzero(live))
-        state = GraphState(graph, vectors, padded(labels, capacity), padded(live, capacity), rows, n)
+        state = GraphState(graph, checked.rows(capacity), padded(labels, capacity), padded(live, capacity), rows, n)
         state.tune(self._width)  # hnswlib does not save ef
         return state
 

@@ -5,9 +5,9 @@ Two layouts of a save (``manifest.files``):
 * ``index`` + ``rows`` (saves since the graph file holds the index's own vectors, ``hnsw_file.stamp``):
   the graph file and a small rows file, little-endian, no header: each row's label (int64[n]), its
   record in the graph (int64[n]) and live flag (uint8[n]), then each record's upper levels
-  (uint8[n]). Opening maps the graph once and checks its CRCs over the mapping
-  (``manifest.map_verified``), then hands the same mapped pages to hnswlib (``hnsw_state``); a large
-  index reads its rows' vectors from the graph file's records, a small one copies them out of it.
+  (uint8[n]). Opening reads the graph once to check its CRCs, then hands it to hnswlib from the
+  page cache (``hnsw_state``); a large index reads its rows' vectors from the graph file's records,
+  a small one copies them out of it.
 * ``index`` + ``vectors`` (older saves): the vectors also sit in a file of their own, checked too,
   and read from there as before. The next save writes the newer layout.
 
@@ -17,6 +17,7 @@ A million 384-d rows make a 1.7 GB graph: the older layout read 3.2 GB to open, 
 from __future__ import annotations
 
 import mmap
+import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -28,7 +29,7 @@ import numpy as np
 
 from mempager.errors import IndexStale
 from mempager.index import manifest as persist
-from mempager.index.hnsw_file import Layout, Stamped, layout
+from mempager.index.hnsw_file import Layout, Stamped, read_layout
 from mempager.index.hnsw_rows import FileRows, MemoryRows, Rows
 from mempager.index.hnsw_state import graph_state
 from mempager.index.manifest import BoolArray, Manifest
@@ -49,12 +50,6 @@ class Checked:
     live: BoolArray
     rows: Callable[[int], Rows]  # the rows' vectors, with room for ``capacity`` rows
     state: State | None = None  # the graph as hnswlib's pickled state (``hnsw_state``), given its capacity
-    mapped: mmap.mmap | None = None  # the checked graph file, which ``state`` and ``rows`` read: ``close`` it
-
-    def close(self) -> None:
-        """Unmap the checked graph file (once hnswlib has its state and the rows are placed)."""
-        if self.mapped is not None:
-            self.mapped.close()
 
 
 def check_manifest(
@@ -90,26 +85,11 @@ def check(directory: Path, manifest: Manifest, dim: int, resident: bool) -> Chec
 
 
 def _check_stamped(directory: Path, manifest: Manifest, dim: int, resident: bool) -> Checked:
-    graph = directory / manifest.files["index"].name
+    n = manifest.rows
     with ThreadPoolExecutor(max_workers=1) as pool:  # the small file beside the large one
         rows_file = pool.submit(persist.read_verified, directory, manifest.files["rows"])
-        try:
-            mapped = persist.map_verified(directory, manifest.files["index"])
-        finally:
-            done = rows_file.exception()  # waits: never leave the rows read running past a failure
-        if done is not None:
-            mapped.close()
-            raise done
+        graph = persist.verify_file(directory, manifest.files["index"])
         data = rows_file.result()
-    try:
-        return _stamped(graph, mapped, data, manifest, dim, resident)
-    except BaseException:
-        mapped.close()
-        raise
-
-
-def _stamped(graph: Path, mapped: mmap.mmap, data: np.ndarray, manifest: Manifest, dim: int, resident: bool) -> Checked:
-    n = manifest.rows
     if len(data) != 18 * n:
         raise IndexStale(f"rows file holds {len(data)} bytes, expected {18 * n} for {n} rows; rebuild the index")
     labels = data[: 8 * n].view("<i8").astype(np.int64, copy=False)
@@ -117,35 +97,45 @@ def _stamped(graph: Path, mapped: mmap.mmap, data: np.ndarray, manifest: Manifes
     live = persist.checked_live(labels, data[16 * n : 17 * n], manifest)
     levels = data[17 * n :]
     if n and (int(record_of.min()) < 0 or int(record_of.max()) >= n or np.bincount(record_of, minlength=n).max() > 1):
-        raise IndexStale(f"the rows file of {graph.parent} places two rows in one record; rebuild the index")
-    where = layout(mapped, len(mapped), dim, graph)
+        raise IndexStale(f"the rows file of {directory} places two rows in one record; rebuild the index")
+    where = read_layout(graph, dim)
     if where.count != n:
         raise IndexStale(f"{graph} holds {where.count} rows, the manifest says {n}; rebuild the index")
 
     def state(capacity: int) -> AbstractContextManager[dict[str, Any]]:
-        return graph_state(mapped, graph, where, record_of, levels, live, capacity, dim)
+        return graph_state(graph, where, record_of, levels, live, capacity, dim)
 
     def rows(capacity: int) -> Rows:
         if not resident:
             return file_rows(graph, where, record_of, dim, capacity, live)
         vectors = np.zeros((capacity, dim), np.float32)
-        _copy_out(mapped, where, record_of, dim, vectors)
+        _copy_out(graph, where, record_of, dim, vectors)
         vectors[:n][~live] = 0.0  # a tombstone's record holds a live neighbour's vector; our copy, zeros
         return MemoryRows(vectors)
 
-    return Checked(graph, labels, live, rows, state, mapped)
+    return Checked(graph, labels, live, rows, state)
 
 
-def _copy_out(mapped: mmap.mmap, where: Layout, record_of: LabelArray, dim: int, out: np.ndarray) -> None:
-    """The records' vectors into ``out`` by row, from the checked graph file's mapping."""
+def _copy_out(path: Path, where: Layout, record_of: LabelArray, dim: int, out: np.ndarray) -> None:
+    """The records' vectors into ``out`` by row (the file was just checked: its pages are cached)."""
     n = len(record_of)
     if n == 0:
         return
-    saved = np.ndarray((n, dim), np.float32, buffer=mapped, offset=where.vectors_at, strides=(where.per_element, 4))
     try:
-        out[:n] = saved[record_of]
-    finally:
-        del saved  # the mapping cannot close while a view of it lives
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as mapped:
+                saved = np.ndarray(
+                    (n, dim), np.float32, buffer=mapped, offset=where.vectors_at, strides=(where.per_element, 4)
+                )
+                try:
+                    out[:n] = saved[record_of]
+                finally:
+                    del saved  # the mapping cannot close while a view of it lives
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise IndexStale(f"cannot read {path} ({exc}); rebuild the index from the store") from exc
 
 
 def _check_older(directory: Path, manifest: Manifest, dim: int, resident: bool) -> Checked:

@@ -12,15 +12,15 @@ and ``hnsw_file.link_lists`` checks against the file byte for byte. The state's 
 (its ``ser_version`` 1, hnswlib 0.8); tests hold it equal to ``load_index``'s, and a graph hnswlib
 refuses is loaded with ``load_index`` instead.
 
-The mapping is the one the open checked the file through (``manifest.map_verified``): its pages count
-in this process's RSS from the check until the records are copied (they are the page cache's pages,
-which ``load_index`` reads too; the open unmaps them at once after).
+The mapping's pages count in this process's RSS while the records are copied (they are the page
+cache's pages, which ``load_index`` reads too; the mapping is closed at once after).
 """
 
 from __future__ import annotations
 
 import contextlib
 import mmap
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mempager.errors import IndexStale
 from mempager.index.hnsw_file import HEADER_SIZE, Layout, link_lists
 from mempager.types import LabelArray
 
@@ -36,7 +37,6 @@ SER_VERSION = 1  # hnswlib 0.8's pickled state
 
 @contextlib.contextmanager
 def graph_state(
-    mapped: mmap.mmap,
     path: Path,
     where: Layout,
     record_of: LabelArray,
@@ -45,11 +45,20 @@ def graph_state(
     capacity: int,
     dim: int,
 ) -> Iterator[dict[str, Any]]:
-    """The state of the checked graph file ``path``, mapped at ``mapped``, for ``Index.__setstate__``,
-    valid inside the block (the caller closes the mapping, after it)."""
+    """The state of the checked graph file at ``path`` for ``Index.__setstate__``, valid inside the block."""
     n = where.count
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            mapped = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise IndexStale(f"cannot read {path} ({exc}); rebuild the index from the store") from exc
     state: dict[str, Any] = {}
     try:
+        if len(mapped) != where.size:
+            raise IndexStale(f"{path} changed size since it was checked; rebuild the index")
         links = link_lists(mapped, where, levels, path)  # before any view of the mapping exists
         labels = np.empty(n, np.uint64)  # record -> its hnswlib label, our row
         labels[record_of] = np.arange(n, dtype=np.uint64)
@@ -90,3 +99,4 @@ def graph_state(
         yield state
     finally:
         state.clear()  # drops the views of the mapping, so it can close
+        mapped.close()

@@ -23,7 +23,6 @@ import contextlib
 import hashlib
 import itertools
 import json
-import mmap
 import os
 import tempfile
 import zlib
@@ -47,7 +46,6 @@ _CHUNK = 1 << 20
 CRC_CHUNK = 64 << 20  # bytes per CRC-32 in a manifest entry
 _READ = 8 << 20  # bytes a read when checking a file's CRCs
 _READERS = 4  # chunks checked at once
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux: map the pages in one call (elsewhere: as they are read)
 BoolArray = npt.NDArray[np.bool_]
 ByteArray = npt.NDArray[np.uint8]
 
@@ -256,53 +254,6 @@ def verify_file(directory: Path, entry: FileEntry) -> Path:
             f"{path} does not match its checksum in the manifest (corrupt); rebuild the index from the store"
         )
     return path
-
-
-def map_verified(directory: Path, entry: FileEntry) -> mmap.mmap:
-    """A read-only mapping of the file, after checking its size and checksums over that mapping;
-    the caller reads the file through it (a library restoring from its bytes) and closes it.
-
-    The mapping is populated in one call (``MAP_POPULATE``: the kernel reads the file ahead, the
-    GIL released), then the chunk CRCs are taken over the mapped pages, four at a time, with no copy
-    out of the page cache; the reader after the check reads the same pages, already mapped. At a
-    million vectors (a 1.6 GB graph, cold): 0.63 s to populate and 0.21 s for the CRCs, where
-    ``verify_file`` read for ~1.1 s and the restore then faulted every page in again; the semantic
-    lane's whole cold open went from 2.27 to 2.16 s, its CPU time from 2.75 to 2.36 s (three runs
-    each, medians, same store)."""
-    path = Path(directory) / entry.name
-    try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            size = os.fstat(fd).st_size
-            if size != entry.size or size == 0:  # an empty file cannot be mapped; no index file is empty
-                raise IndexStale(
-                    f"{path} has {size} bytes, the manifest says {entry.size} (truncated or replaced); "
-                    "rebuild the index from the store"
-                )
-            mapped = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise IndexStale(f"cannot read {path} ({exc}); rebuild the index from the store") from exc
-    try:
-        view = memoryview(mapped)
-        try:
-            if entry.crc32:
-                with ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="mempager-crc") as pool:
-                    crcs = tuple(pool.map(lambda lo: zlib.crc32(view[lo : lo + CRC_CHUNK]), range(0, size, CRC_CHUNK)))
-                intact = crcs == entry.crc32
-            else:
-                intact = hashlib.sha256(view).hexdigest() == entry.sha256
-        finally:
-            view.release()  # the mapping cannot close while a view of it lives
-        if not intact:
-            raise IndexStale(
-                f"{path} does not match its checksum in the manifest (corrupt); rebuild the index from the store"
-            )
-    except BaseException:
-        mapped.close()
-        raise
-    return mapped
 
 
 def _crcs(data: memoryview) -> tuple[int, ...]:

@@ -7,7 +7,7 @@ Reads each ``scale-<n>.duckdb`` (with its saved indexes) and ``queries.npz`` tha
 --keep DIR`` left in DIR, opens the pager once per store and answers every question twice, in
 alternating blocks of 50 so load drifts hit both alike:
 
-* before: the lexical lane searches with its numpy implementation (``lexical_context.context_scored``,
+* before: the lexical lane searches with its numpy implementation (``lexical_context.numpy_scored``,
   the code the compiled kernel replaced and is held to), and the time lane's windows and span scan
   every row of the mirror (the code ``store/time_order.py`` replaced);
 * after: the code as it ships.
@@ -32,8 +32,7 @@ import numpy as np
 import mempager
 from mempager import PagerConfig
 from mempager.index import lexical
-from mempager.index.lexical_context import context_scored
-from mempager.index.lexical_topk import search_scored as numpy_top_scored
+from mempager.index.lexical_context import numpy_scored
 from mempager.store.mirror import ActorTable
 
 from ._common import git_state, percentiles, write_results
@@ -44,12 +43,6 @@ BLOCK = 50
 
 def log(message: str) -> None:
     print(f"[bench_before_after {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def _numpy_search(state: Any, terms: Any, k: int, also: Any, episodes: Any, k1: float, b: float) -> Any:
-    if episodes is not None and len(episodes):
-        return context_scored(state, terms, k, also, episodes, k1, b)
-    return numpy_top_scored(state, terms, k, also, k1, b)
 
 
 def _scan_between(self: ActorTable, since: float, until: float, limit: int) -> np.ndarray:
@@ -72,7 +65,7 @@ def _scan_span(self: ActorTable) -> tuple[float, float] | None:
 def before() -> Iterator[None]:
     """The hot path as it was: numpy lexical search, time windows by scanning every row."""
     saved = lexical.kernel_scored, ActorTable.created_between, ActorTable.created_span
-    lexical.kernel_scored = _numpy_search  # type: ignore[assignment]
+    lexical.kernel_scored = numpy_scored
     ActorTable.created_between = _scan_between  # type: ignore[method-assign]
     ActorTable.created_span = _scan_span  # type: ignore[method-assign]
     try:

@@ -59,6 +59,10 @@ typedef struct {
 
 /* Hold ``obj``'s buffer (as ``get_buf``) until ``release_held``; NULL (an error set) when it does not fit. */
 static Py_buffer *hold(Held *held, PyObject *obj, Py_ssize_t size, const char *kinds, const char *what) {
+    if (held->n >= (int)(sizeof held->views / sizeof held->views[0])) { /* a call holding more: widen views */
+        PyErr_SetString(PyExc_SystemError, "BM25 kernel: more buffers held than Held has room for");
+        return NULL;
+    }
     Py_buffer *view = &held->views[held->n];
     if (get_buf(obj, view, size, kinds, what) < 0) return NULL;
     held->n++;

@@ -137,6 +137,17 @@ def _dense(
     return top, dict(zip(want, got.tolist(), strict=True))
 
 
+def numpy_scored(
+    state: Any, terms: Sequence[str], k: int, wanted: Wanted, episodes: Episodes | None, k1: float, b: float
+) -> tuple[list[tuple[int, float]], dict[int, float]]:
+    """``lexical_search.search_scored`` in numpy, the reference the compiled kernel is held to bit for
+    bit: context keys when memories are placed in episodes (``context_scored``), own text otherwise
+    (``lexical_topk.search_scored``). Same arguments, same answers."""
+    if episodes is not None and len(episodes):
+        return context_scored(state, terms, k, wanted, episodes, k1, b)
+    return top_scored(state, terms, k, wanted, k1, b)
+
+
 def context_scored(
     state: Any, terms: Sequence[str], k: int, wanted: Wanted, episodes: Episodes, k1: float, b: float
 ) -> tuple[list[tuple[int, float]], dict[int, float]]:

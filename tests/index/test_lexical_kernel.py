@@ -1,7 +1,8 @@
 """The compiled BM25 kernel (index/_bm25.c) answers exactly as the numpy reference, through writes.
 
 ``LexicalIndex.search_scored`` runs the kernel; ``lexical_context.context_scored`` (with episodes)
-and ``lexical_topk.search_scored`` (without) are the numpy reference it must equal bit for bit:
+and ``lexical_topk.search_scored`` (without), as ``lexical_context.numpy_scored`` picks them, are the
+numpy reference it must equal bit for bit:
 the same top k, ties to the lower label, and the same score for every label asked about.
 """
 
@@ -19,8 +20,7 @@ from hypothesis import strategies as st
 from mempager.index._bm25 import Kernel
 from mempager.index.episodes import ContextConfig
 from mempager.index.lexical import LexicalIndex
-from mempager.index.lexical_context import context_scored
-from mempager.index.lexical_topk import search_scored as numpy_scored
+from mempager.index.lexical_context import numpy_scored
 
 # a skewed vocabulary: a few words most documents hold (own-text terms), many rare ones (context terms)
 COMMON = ["river", "stone", "cloud"]
@@ -32,10 +32,7 @@ def reference(index: LexicalIndex, query: str, k: int, also: list[int]) -> tuple
     terms = index.tokenizer.terms(query)
     if not terms:
         return [], dict.fromkeys(also, 0.0)
-    state = index._state
-    if index.episodes is not None and len(index.episodes):
-        return context_scored(state, terms, k, also, index.episodes, index.k1, index.b)
-    return numpy_scored(state, terms, k, also, index.k1, index.b)
+    return numpy_scored(index._state, terms, k, also, index.episodes, index.k1, index.b)
 
 
 texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=10).map(" ".join)

@@ -32,8 +32,7 @@ from mempager.index._bm25 import Kernel
 assert Kernel.__module__ == "mempager.index._bm25" and module.__file__ == sys.argv[1]
 from mempager.index.episodes import ContextConfig
 from mempager.index.lexical import LexicalIndex
-from mempager.index.lexical_context import context_scored
-from mempager.index.lexical_topk import search_scored as numpy_scored
+from mempager.index.lexical_context import numpy_scored
 
 rng = random.Random(int(sys.argv[2]))
 words = ["river", "stone", "cloud"] * 5 + [f"w{i}" for i in range(40)]
@@ -59,10 +58,7 @@ for case in range(int(sys.argv[3])):
         k = rng.choice([0, 1, 5, 50])
         also = rng.sample(range(n + 100), 20)
         state = index._state
-        if index.episodes is not None and len(index.episodes):
-            want = context_scored(state, terms, k, also, index.episodes, index.k1, index.b)
-        else:
-            want = numpy_scored(state, terms, k, also, index.k1, index.b)
+        want = numpy_scored(state, terms, k, also, index.episodes, index.k1, index.b)
         for prune_from in (0, 1 << 40):
             state.kernel = Kernel(prune_from=prune_from)
             assert index.search_scored(query, k, also) == want, (case, step, query)

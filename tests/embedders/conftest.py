@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mempager.embedders import HashEmbedder, LocalEmbedder, onnx_format
+from mempager.embedders import HashEmbedder, LocalEmbedder
 from mempager.embedders.local_backend import load_local
 from mempager.embedders.onnx_embedder import OnnxEmbedder
 from mempager.embedders.testing import EmbeddingServer
@@ -24,19 +24,10 @@ def minilm() -> LocalEmbedder:
     return LocalEmbedder()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def default_onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Where exports go when a test names no cache directory (the chain's default): never ~/.cache."""
-    directory = tmp_path_factory.mktemp("default-onnx-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(onnx_format, "default_cache_dir", lambda: directory)
-        yield directory
-
-
 @pytest.fixture(scope="session")
-def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache directory for the session's shared exports (a test that damages one uses its own)."""
-    return tmp_path_factory.mktemp("onnx-cache")
+def onnx_cache(onnx_cache_dir: Path) -> Path:
+    """The session's shared exports (tests/conftest.py); a test that damages one uses its own."""
+    return onnx_cache_dir
 
 
 @pytest.fixture(scope="session")

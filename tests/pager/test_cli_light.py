@@ -23,8 +23,15 @@ print(json.dumps({"rc": rc, "heavy": heavy}), file=sys.stderr)
 """
 
 
+@pytest.fixture(autouse=True)
+def shared_exports(onnx_cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands export the model into the run's shared cache (tests/conftest.py), not ~/.cache."""
+    monkeypatch.setenv("MEMPAGER_ONNX_CACHE_DIR", str(onnx_cache_dir))
+
+
 def cli(store: Path, *args: str) -> tuple[str, dict[str, object]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMPAGER_")}
+    keep = {"MEMPAGER_ONNX_CACHE_DIR"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMPAGER_") or k in keep}
     env |= {"HF_HUB_OFFLINE": "1", "MEMPAGER_STORE": str(store)}
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env, cwd=store.parent, timeout=300

@@ -225,13 +225,15 @@ p.reembed(progress=lambda done, total: print("progress", done, flush=True))
 
 
 @pytest.mark.slow
-def test_migration_hash_to_local_killed_and_resumed(store_path: Path, turn_texts: list[str]) -> None:
+def test_migration_hash_to_local_killed_and_resumed(
+    store_path: Path, turn_texts: list[str], onnx_cache_dir: Path
+) -> None:
     texts = turn_texts[:2000]
     with mempager.open(store_path, actor="neo", config=HASH) as p:
         p.remember_many([{"type": "event", "text": t} for t in texts])
         assert p.sync(timeout=120)
         hash_model = p.semantic.model
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MEMPAGER_ONNX_CACHE_DIR": str(onnx_cache_dir)}
     child = subprocess.Popen(
         [sys.executable, "-c", MIGRATE, str(store_path)], stdout=subprocess.PIPE, text=True, env=env
     )

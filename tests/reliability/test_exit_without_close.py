@@ -69,8 +69,8 @@ def pg_base() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(params=["duckdb", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+@pytest.fixture
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:  # param: "duckdb" or "postgres"
     if request.param == "duckdb":
         return str(tmp_path / "agent.duckdb")
     base = request.getfixturevalue("pg_base")
@@ -84,12 +84,6 @@ class Kind:
     env: dict[str, str]  # for the child and for the test's own reopen
 
 
-@pytest.fixture(scope="module")
-def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the default local backend keeps its ONNX export: made once by the first child, never ~/.cache."""
-    return tmp_path_factory.mktemp("onnx-cache")
-
-
 @pytest.fixture
 def gateway() -> Iterator[EmbeddingServer]:
     """A real OpenAI-format server on 127.0.0.1; every answer takes a moment, so a worker is
@@ -99,16 +93,10 @@ def gateway() -> Iterator[EmbeddingServer]:
         yield server
 
 
-@pytest.fixture(
-    params=[
-        "hash",
-        pytest.param("local", marks=pytest.mark.slow),
-        pytest.param("local-torch", marks=pytest.mark.slow),
-        "http",
-    ]
-)
-def kind(request: pytest.FixtureRequest, onnx_cache: Path) -> Kind:
-    base = {"MEMPAGER_ONNX_CACHE_DIR": str(onnx_cache)}
+@pytest.fixture
+def kind(request: pytest.FixtureRequest, onnx_cache_dir: Path) -> Kind:  # param: a key of KINDS
+    # the run's shared export cache (tests/conftest.py), never ~/.cache
+    base = {"MEMPAGER_ONNX_CACHE_DIR": str(onnx_cache_dir)}
     if request.param == "hash":
         return Kind("hash", {**base, "MEMPAGER_LOCAL_MODEL": "off"})
     if request.param == "local":  # the default backend: ONNX Runtime, from an export of the model
@@ -215,7 +203,24 @@ def check_store(location: str, kind: Kind, acks: dict[str, str], *, saved: bool)
     return opened
 
 
-@pytest.mark.parametrize("ending", list(ENDINGS))
+# Which (store, embedder, ending) run. Every embedder but torch runs every ending on both stores.
+# Torch costs ~12 s a case (its import and model load, in the child and in the reopen), so it runs
+# a covering set instead of all eight: each ending once, each store twice. What the endings change
+# is how the interpreter reaches its shutdown ("end", "exit" and "raise" share finalization,
+# "sigterm" goes through the signal handler) and the store changes what the workers are inside;
+# every (store, ending), (embedder, ending) and (store, embedder) pair still runs.
+KINDS = {"hash": (), "local": (pytest.mark.slow,), "local-torch": (pytest.mark.slow,), "http": ()}
+TORCH_CASES = {("duckdb", "end"), ("duckdb", "sigterm"), ("postgres", "exit"), ("postgres", "raise")}
+CASES = [
+    pytest.param(store, name, ending, marks=marks, id=f"{store}-{name}-{ending}")
+    for store in ("duckdb", "postgres")
+    for name, marks in KINDS.items()
+    for ending in ENDINGS
+    if name != "local-torch" or (store, ending) in TORCH_CASES
+]
+
+
+@pytest.mark.parametrize(("location", "kind", "ending"), CASES, indirect=["location", "kind"])
 def test_exit_without_close(location: str, kind: Kind, ending: str) -> None:
     ended = run_child(location, kind, ending)
     assert_no_abort(ended)

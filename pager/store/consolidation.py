@@ -26,7 +26,7 @@ from mempager.protocols import (
     WrapCommit,
     WrapRecord,
 )
-from mempager.store.base import DuckDb, naive_utc
+from mempager.store.base import DuckDb, naive_utc, one_of
 from mempager.types import Memory, NewMemory, PutResult
 from mempager.validate import content_hash
 
@@ -119,11 +119,9 @@ def _now() -> datetime:
 
 def forget_in(con: Any, actor: str, gone: Sequence[Memory]) -> None:
     """Inside the delete's transaction: every association link of the forgotten memories."""
-    labels = [m.label for m in gone]
-    con.execute(
-        "DELETE FROM associations WHERE actor = ? AND (a IN (SELECT unnest(?)) OR b IN (SELECT unnest(?)))",
-        [actor, labels, labels],
-    )
+    in_a, labels = one_of("a", [m.label for m in gone])
+    in_b, _ = one_of("b", [m.label for m in gone])
+    con.execute(f"DELETE FROM associations WHERE actor = ? AND ({in_a} OR {in_b})", [actor, labels, labels])
 
 
 class DuckConsolidation:

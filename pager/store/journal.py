@@ -22,7 +22,7 @@ from typing import Any
 
 from mempager.errors import InvalidInput, MemoryNotFound
 from mempager.store.audit import verify as verify_chain
-from mempager.store.base import DuckDb, aware, naive_utc
+from mempager.store.base import DuckDb, aware, naive_utc, one_of
 from mempager.types import AuditEntry, AuditReport, Memory
 from mempager.validate import content_hash
 
@@ -212,10 +212,8 @@ class Journal:
 
     def forget_in(self, con: Any, actor: str, gone: Sequence[Memory]) -> None:
         """Inside the delete's transaction: the review rows and injection records of ``gone``."""
-        con.execute(
-            "DELETE FROM injections WHERE actor = ? AND uri IN (SELECT unnest(?))",
-            [actor, sorted({m.uri for m in gone})],
-        )
+        by_uri, uris = one_of("uri", sorted({m.uri for m in gone}))
+        con.execute(f"DELETE FROM injections WHERE actor = ? AND {by_uri}", [actor, uris])
         rows = con.execute(
             "SELECT id, payload, result_uri FROM review_queue WHERE actor = ? ORDER BY id", [actor]
         ).fetchall()

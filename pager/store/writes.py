@@ -16,7 +16,7 @@ import numpy as np
 
 from mempager.errors import InvalidInput, MemoryNotFound, StoreError
 from mempager.store import consolidation
-from mempager.store.base import MEMORY_COLUMNS, DuckDb, naive_utc, row_to_memory
+from mempager.store.base import MEMORY_COLUMNS, DuckDb, naive_utc, one_of, row_to_memory
 from mempager.store.journal import Deprecate, Journal
 from mempager.store.mirrors import Mirrors
 from mempager.store.reads import SqlReads
@@ -309,17 +309,17 @@ class Writes:
             return []
         with self.db.write_lock:
             with self.db.tx() as con:
+                by_id, ids = one_of("id", memory_ids)
                 rows = con.execute(
-                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND id IN (SELECT unnest(?))"
-                    " ORDER BY label",
-                    [actor, list(memory_ids)],
+                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE actor = ? AND {by_id} ORDER BY label", [actor, ids]
                 ).fetchall()
                 if not rows:
                     return []
                 gone = [row_to_memory(r) for r in rows]
                 labels = [m.label for m in gone]
+                by_label, values = one_of("label", labels)
                 for table_name in ("vectors", "embed_failures", "memories"):
-                    con.execute(f"DELETE FROM {table_name} WHERE label IN (SELECT unnest(?))", [labels])
+                    con.execute(f"DELETE FROM {table_name} WHERE {by_label}", [values])
                 self.db.audit(con, [(actor, "forget", m.uri, m.content_hash) for m in gone])
                 self.journal.forget_in(con, actor, gone)  # queued text and injection records go with them
                 consolidation.forget_in(con, actor, gone)  # and every association link they had

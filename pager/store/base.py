@@ -32,8 +32,8 @@ MEMORY_COLUMNS = (
 def one_of(column: str, values: Sequence[Any]) -> tuple[str, Any]:
     """``column`` among ``values`` as a DuckDB condition and its parameter.
 
-    One value is ``column = ?``: DuckDB answers that from the column's index, where
-    ``IN (SELECT unnest(?))`` plans a join that scans the table. On a 4k-memory store a forget's
+    One value is ``column = ?``: a plain filter (an index lookup where the column has one), where
+    ``IN (SELECT unnest(?))`` plans a join against the table. On a 4k-memory store a forget's
     statements took 0.6-0.8 ms instead of 1.0-2.5 ms each this way; a forget is nearly always
     of one memory.
     """

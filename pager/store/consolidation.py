@@ -119,9 +119,9 @@ def _now() -> datetime:
 
 def forget_in(con: Any, actor: str, gone: Sequence[Memory]) -> None:
     """Inside the delete's transaction: every association link of the forgotten memories."""
-    in_a, labels = one_of("a", [m.label for m in gone])
-    in_b, _ = one_of("b", [m.label for m in gone])
-    con.execute(f"DELETE FROM associations WHERE actor = ? AND ({in_a} OR {in_b})", [actor, labels, labels])
+    labels = [m.label for m in gone]
+    (in_a, value), (in_b, _) = one_of("a", labels), one_of("b", labels)
+    con.execute(f"DELETE FROM associations WHERE actor = ? AND ({in_a} OR {in_b})", [actor, value, value])
 
 
 class DuckConsolidation:

@@ -11,6 +11,9 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+STORE = "cli.duckdb"  # the store file in tmp_path that MEMPAGER_STORE names for the CLI
 
 
 def run_cli(
@@ -18,7 +21,7 @@ def run_cli(
     *args: str,
     ok: bool = True,
     stdin: str | None = None,
-    store: str = "cli.duckdb",
+    store: str = STORE,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m mempager ARGS`` in ``tmp_path``; with ``ok`` its exit status must be 0."""
@@ -42,3 +45,11 @@ def run_cli(
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc
+
+
+def open_cli_store(tmp_path: Path, store: str = STORE) -> Any:
+    """The pager ``run_cli``'s children open (their store, the default actor, the hash embedder), in
+    this process: to seed it in one call, or to read what a command wrote."""
+    import mempager  # lazily, as the command-line tests keep their own imports light
+
+    return mempager.open(tmp_path / store, actor="default", config=mempager.PagerConfig(embedder="hash"))

@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import mempager
-from mempager import PagerConfig
 from mempager.llm.testing import ChatServer, Reply
 
-from ..cli_helpers import run_cli
+from ..cli_helpers import open_cli_store, run_cli
 
 KEY = "sk-cli-secret-key-0000"
 
@@ -33,7 +31,7 @@ def test_merge_on_the_command_line(tmp_path: Path, server: ChatServer) -> None:
     """Seed 000 compaction over the threshold, from the CLI; without an LLM it is a reported skip."""
     run(tmp_path, "remember", "--type", "fact", "Fact number 0 is about the garden.")
     # the other 20 in-process, in one call: each CLI child costs ~1 s, and merge is what runs here
-    with mempager.open(tmp_path / "cli.duckdb", actor="default", config=PagerConfig(embedder="hash")) as pager:
+    with open_cli_store(tmp_path) as pager:
         pager.remember_many([{"type": "fact", "text": f"Fact number {i} is about the garden."} for i in range(1, 21)])
     assert "skipped: LLMUnavailable" in run(tmp_path, "merge")
     uris = [m["uri"] for m in json.loads(run(tmp_path, "recall", "--limit", "50", "--json"))]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ..cli_helpers import open_cli_store
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -122,10 +124,7 @@ def test_cli_review_sweep_feedback(tmp_path: Path) -> None:
 
 
 def test_cli_recall_filters_by_source_and_tags(tmp_path: Path) -> None:
-    import mempager
-    from mempager import PagerConfig
-
-    with mempager.open(tmp_path / "cli.duckdb", actor="default", config=PagerConfig(embedder="hash")) as p:
+    with open_cli_store(tmp_path) as p:
         said = p.remember_fact("Deploy window is Tuesday.", source="user", tags=["ops", "deploy"])
         seen = p.remember_fact("Deploy failed on Friday.", source="observed", tags=["ops"])
         guess = p.remember_fact("Deploy might move to Monday.", source="llm", tags=["deploy"])
@@ -181,9 +180,7 @@ def test_a_dash_reads_the_text_from_stdin(tmp_path: Path) -> None:
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
-    import mempager
-
-    with mempager.open(tmp_path / "cli.duckdb", actor="default", config=mempager.PagerConfig(embedder="hash")) as p:
+    with open_cli_store(tmp_path) as p:
         p.remember_many([{"type": "event", "text": f"event number {i} about the deploy"} for i in range(3000)])
     env = {**os.environ, "MEMPAGER_STORE": str(tmp_path / "cli.duckdb"), "MEMPAGER_EMBEDDER": "hash"}
     reader = subprocess.Popen(["head", "-1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -242,9 +239,7 @@ def test_page_takes_the_query_first_and_the_old_order_warns(tmp_path: Path) -> N
 
 
 def test_metadata_and_tag_filters_from_the_command_line(tmp_path: Path) -> None:
-    import mempager
-
-    with mempager.open(tmp_path / "cli.duckdb", actor="default", config=mempager.PagerConfig(embedder="hash")) as p:
+    with open_cli_store(tmp_path) as p:
         atlas = p.remember_fact("deploy notes for atlas", tags=["ops"], metadata={"project": "atlas", "tier": 2})
         p.remember_fact("deploy notes for zephyr", tags=["ops"], metadata={"project": "zephyr"})
     assert run(tmp_path, "recall", "deploy", "--meta", "project=atlas").stdout.split()[0] == atlas

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from mempager.config import PagerConfig
-from mempager.errors import InvalidInput, MemoryNotFound, PagerError
+from mempager.errors import InvalidInput, MemoryNotFound, PagerError, StoreBusy, StoreUnavailable
 from mempager.fence import render_line
 from mempager.lanes.aside import Aside, inline
 from mempager.lanes.association import AssociationLane
@@ -173,11 +173,17 @@ class Retriever:
 
     def _search(self, vector: Any, depth: int) -> Searched:
         """The semantic lane's hits, with what was unembedded around the search (None and None
-        without a vector, or when the search fails: logged, as a failing embedder)."""
+        without a vector, or when the search fails: logged, as a failing embedder).
+
+        Not when the store itself is out of reach (no connection, or none free within the pool
+        wait): every read after this one would wait again, so a retrieve would take one pool wait
+        per read instead of failing after the first (pg/db.py: a call waits once)."""
         if vector is None:
             return Searched(None, None)
         try:
             hits, around = self.semantic.search_snapshot(vector, depth)
+        except (StoreUnavailable, StoreBusy):
+            raise
         except PagerError as exc:
             log.warning("semantic lane skipped for this query: %s", exc)
             return Searched(None, None)

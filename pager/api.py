@@ -9,6 +9,7 @@ from typing import Any
 
 from mempager.config import PagerConfig
 from mempager.core import Pager
+from mempager.hugepages import ADVICE
 from mempager.protocols import Embedder
 from mempager.store.duckdb import open_store
 from mempager.types import AuditEntry
@@ -43,20 +44,21 @@ def open(  # noqa: A001 - the public name the design asks for
     used *down* (``stats()["embedder_candidates"]`` says why), its memories stay pending, and
     retrieval falls back to the lexical and salience lanes until it answers.
     """
-    cfg = config or PagerConfig.from_env(environ)
-    store: Any
-    if isinstance(path, str) and path.startswith(("postgres://", "postgresql://")):
-        from mempager.store.pg import open_pg_store  # the server store; needs the `postgres` extra
+    with ADVICE.off():  # the open builds large arrays: their pages come without compaction stalls (hugepages)
+        cfg = config or PagerConfig.from_env(environ)
+        store: Any
+        if isinstance(path, str) and path.startswith(("postgres://", "postgresql://")):
+            from mempager.store.pg import open_pg_store  # the server store; needs the `postgres` extra
 
-        store = open_pg_store(path)
-    else:
-        store = open_store(path)
-    try:
-        if embedder is None:
-            embedder, report = _choose_embedder(cfg, actor, environ)
+            store = open_pg_store(path)
         else:
-            report = [{"name": embedder.name, "status": "active", "reason": "passed to mempager.open"}]
-        return Pager(store, actor, config=cfg, embedder=embedder, embedder_report=report, on_audit_event=on_audit_event)
-    except builtins.BaseException:
-        store.close()
-        raise
+            store = open_store(path)
+        try:
+            if embedder is None:
+                embedder, report = _choose_embedder(cfg, actor, environ)
+            else:
+                report = [{"name": embedder.name, "status": "active", "reason": "passed to mempager.open"}]
+            return Pager(store, actor, config=cfg, embedder=embedder, embedder_report=report, on_audit_event=on_audit_event)
+        except builtins.BaseException:
+            store.close()
+            raise

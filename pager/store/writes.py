@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from mempager.errors import InvalidInput, MemoryNotFound, StoreError
+from mempager.hugepages import ADVICE
 from mempager.store import consolidation
 from mempager.store.base import MEMORY_COLUMNS, DuckDb, naive_utc, one_of, row_to_memory
 from mempager.store.journal import Deprecate, Journal
@@ -69,7 +70,9 @@ class Writes:
     def put_many(self, items: Sequence[NewMemory]) -> list[PutResult]:
         if not items:
             return []
-        with self.db.write_lock:
+        # a batch grows the mirror's and lanes' arrays (each doubling a fresh copy): their pages come
+        # without huge-page compaction stalls (mempager.hugepages)
+        with self.db.write_lock, ADVICE.off():
             results = self.put_many_in(items)
             self.mirrors.apply([r.memory for r in results])
             return results

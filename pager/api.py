@@ -44,7 +44,7 @@ def open(  # noqa: A001 - the public name the design asks for
     used *down* (``stats()["embedder_candidates"]`` says why), its memories stay pending, and
     retrieval falls back to the lexical and salience lanes until it answers.
     """
-    with ADVICE.off():  # the open builds large arrays: their pages come without compaction stalls (hugepages)
+    with ADVICE.off():  # an open builds large arrays: pages without compaction stalls (mempager.hugepages)
         cfg = config or PagerConfig.from_env(environ)
         store: Any
         if isinstance(path, str) and path.startswith(("postgres://", "postgresql://")):
@@ -58,7 +58,9 @@ def open(  # noqa: A001 - the public name the design asks for
                 embedder, report = _choose_embedder(cfg, actor, environ)
             else:
                 report = [{"name": embedder.name, "status": "active", "reason": "passed to mempager.open"}]
-            return Pager(store, actor, config=cfg, embedder=embedder, embedder_report=report, on_audit_event=on_audit_event)
+            return Pager(
+                store, actor, config=cfg, embedder=embedder, embedder_report=report, on_audit_event=on_audit_event
+            )
         except builtins.BaseException:
             store.close()
             raise

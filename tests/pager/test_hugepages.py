@@ -15,7 +15,8 @@ from mempager.hugepages import ADVICE, HugePageAdvice, _numpy_switch
 
 SWITCH = _numpy_switch()
 needs_switch = pytest.mark.skipif(
-    SWITCH is None or not ADVICE.active, reason="this numpy has no _set_madvise_hugepage, or NUMPY_MADVISE_HUGEPAGE is set"
+    SWITCH is None or not ADVICE.active,
+    reason="this numpy has no _set_madvise_hugepage, or NUMPY_MADVISE_HUGEPAGE is set",
 )
 
 

@@ -69,6 +69,20 @@ def test_a_failed_open_restores_the_setting(tmp_path: Path) -> None:
     assert advised(SWITCH) is True
 
 
+@needs_switch
+def test_a_batch_write_grows_its_arrays_without_the_advice(store_path: Path) -> None:
+    assert SWITCH is not None
+    SWITCH(True)
+    seen: list[bool] = []
+    with mempager.open(store_path, actor="neo", config=mempager.PagerConfig(embedder="hash")) as p:
+        # the store calls its listeners inside the write, after the mirror took the batch
+        p.store.add_change_listener("neo", lambda upserted, removed: seen.append(advised(SWITCH)))
+        p.remember_many([{"type": "fact", "text": f"shelf {i} holds jar {i}"} for i in range(300)])
+        assert advised(SWITCH) is True  # back once the write returned
+        assert "shelf 7 holds jar 7" in [s.text for s in p.retrieve("jar 7", k=3)]
+    assert seen and not any(seen)
+
+
 def test_overlapping_sections_restore_once_the_last_leaves() -> None:
     state = {"advice": True}
     calls: list[bool] = []

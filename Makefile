@@ -53,7 +53,7 @@ run: install
 # a PostgreSQL schema) start once; files with slow tests go first (tests/conftest.py).
 # mypy runs beside the tests, its report printed after theirs: on a fresh clone (no cache) it takes
 # ~100 s of one core, and the suite leaves ~10% of two cores idle (waiting on children, servers,
-# sleeps). Either failing fails the target. On 2 cores: 1,649 tests, pytest 676-799 s, ~12.5 min in all.
+# sleeps). Either failing fails the target. On 2 cores: 1,656 tests, pytest 630-818 s, ~12-14 min in all.
 TEST_WORKERS ?= 2
 test: install-dev
 	$(VENV)/bin/lint-imports --no-cache --no-logo

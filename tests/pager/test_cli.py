@@ -11,19 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from ..cli_helpers import open_cli_store
+from ..cli_helpers import STORE, open_cli_store, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def run(tmp_path: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MEMPAGER_STORE": str(tmp_path / "cli.duckdb"), "MEMPAGER_EMBEDDER": "hash"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "mempager", *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
-    )
-    if ok:
-        assert proc.returncode == 0, proc.stderr
-    return proc
+    return run_cli(tmp_path, *args, ok=ok)
 
 
 def test_cli_round_trip(tmp_path: Path) -> None:
@@ -99,7 +93,7 @@ def test_make_run_prints_pinned_block_and_report(tmp_path: Path) -> None:
 
 
 def test_cli_review_sweep_feedback(tmp_path: Path) -> None:
-    env_store = tmp_path / "cli.duckdb"
+    env_store = tmp_path / STORE
     import mempager
     from mempager import PagerConfig, PatternSpec
 
@@ -170,7 +164,7 @@ def test_json_errors_are_json_on_stderr_with_the_same_exit_codes(tmp_path: Path)
 
 
 def test_a_dash_reads_the_text_from_stdin(tmp_path: Path) -> None:
-    env = {**os.environ, "MEMPAGER_STORE": str(tmp_path / "cli.duckdb"), "MEMPAGER_EMBEDDER": "hash"}
+    env = {**os.environ, "MEMPAGER_STORE": str(tmp_path / STORE), "MEMPAGER_EMBEDDER": "hash"}
     text = "A note piped in:\nthe deploy key id is 7f3a9c2e."
     done = subprocess.run(
         [sys.executable, "-m", "mempager", "remember", "-"], input=text, capture_output=True, text=True, env=env
@@ -182,7 +176,7 @@ def test_a_dash_reads_the_text_from_stdin(tmp_path: Path) -> None:
 def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     with open_cli_store(tmp_path) as p:
         p.remember_many([{"type": "event", "text": f"event number {i} about the deploy"} for i in range(3000)])
-    env = {**os.environ, "MEMPAGER_STORE": str(tmp_path / "cli.duckdb"), "MEMPAGER_EMBEDDER": "hash"}
+    env = {**os.environ, "MEMPAGER_STORE": str(tmp_path / STORE), "MEMPAGER_EMBEDDER": "hash"}
     reader = subprocess.Popen(["head", "-1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert reader.stdin is not None
     writer = subprocess.run(

@@ -6,11 +6,11 @@ import json
 import subprocess
 from pathlib import Path
 
-from ..cli_helpers import run_cli
+from ..cli_helpers import STORE, run_cli
 
 
 def run(
-    tmp_path: Path, *args: str, ok: bool = True, stdin: str | None = None, store: str = "cli.duckdb"
+    tmp_path: Path, *args: str, ok: bool = True, stdin: str | None = None, store: str = STORE
 ) -> subprocess.CompletedProcess[str]:
     return run_cli(tmp_path, *args, ok=ok, stdin=stdin, store=store)
 

@@ -105,6 +105,20 @@ def test_int8_is_another_model_within_0_99_of_torch(onnx_int8: OnnxEmbedder, min
     )
 
 
+def test_int8_weights_are_7_bit_so_no_cpu_saturates_their_sums(onnx_int8: OnnxEmbedder) -> None:
+    """With 8-bit weights, a CPU without VNNI (AVX2 only) adds u8 x s8 product pairs in int16 and
+    saturates: "ok" came out 0.9899 cosine from torch on one. 7-bit weights (|w| <= 64) cannot:
+    2 x 255 x 64 < 2^15."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(onnx_int8.directory / MODEL_FILE)).graph
+    weights = [numpy_helper.to_array(init) for init in graph.initializer if init.data_type == onnx.TensorProto.INT8]
+    assert len(weights) >= 24  # 6 layers x (query, key, value, output) projections at least
+    assert all(-64 <= int(w.min()) and int(w.max()) <= 64 for w in weights)
+    assert max(int(np.abs(w).max()) for w in weights) >= 32  # the range is used, not collapsed
+
+
 def test_semantic_sanity_on_onnx(onnx_fp32: OnnxEmbedder) -> None:
     query = onnx_fp32.embed(["What pet does the user have?"], role="query")[0]
     pet, unrelated = onnx_fp32.embed(["My dog Rex is three", "The quarterly report is due on Friday"]) @ query

@@ -148,11 +148,14 @@ def load_questions() -> tuple[list[str], str]:
     return [f"What did they say about {t[:60]}?" for t in texts], "generated questions"
 
 
-def rejected_int8(fp32: OnnxEmbedder, root: Path, label: str, keep_fp32: set[tuple[int, int]]) -> Runtime:
+def rejected_int8(
+    fp32: OnnxEmbedder, root: Path, label: str, keep_fp32: set[tuple[int, int]], *, seven_bit: bool = True
+) -> Runtime:
     """An int8 recipe that is not shipped, served by our own runtime from a copy of the fp32 export.
 
     ``keep_fp32``: weight shapes whose MatMuls stay fp32 (the shipped recipe keeps both
-    feed-forward layers; these keep fewer, so they are faster and further from torch)."""
+    feed-forward layers; these keep fewer, so they are faster and further from torch).
+    ``seven_bit``: the shipped weights' range (``reduce_range``); 8-bit weights were export format 1."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -165,6 +168,7 @@ def rejected_int8(fp32: OnnxEmbedder, root: Path, label: str, keep_fp32: set[tup
         str(fp32.directory / MODEL_FILE),
         str(directory / MODEL_FILE),
         per_channel=True,
+        reduce_range=seven_bit,
         weight_type=QuantType.QInt8,
         op_types_to_quantize=["MatMul"],
         nodes_to_exclude=excluded,
@@ -242,6 +246,7 @@ def bench_query_backends(local: LocalEmbedder, texts: Sequence[str], n_latency: 
         fp32_cores = load_local(backend="onnx", cache_dir=root / "cache", threads=None)
         all_int8 = rejected_int8(fp32, root, "int8-all-matmuls", set())
         down_fp32 = rejected_int8(fp32, root, "int8-down-fp32", {(1536, 384)})  # MiniLM's FFN down-projection
+        eight_bit = rejected_int8(fp32, root, "int8-8-bit", {(384, 1536), (1536, 384)}, seven_bit=False)
         cached = CachedQueryEmbedder(fp32, size=4096)
         latency_queries = questions[:n_latency]
         cached.embed(list(latency_queries), role="query")  # every timed call below is a hit
@@ -253,6 +258,7 @@ def bench_query_backends(local: LocalEmbedder, texts: Sequence[str], n_latency: 
             "onnx_int8": lambda q: int8.embed([q], role="query"),
             "int8_all_matmuls_rejected": lambda q: all_int8.run([q]),
             "int8_down_fp32_rejected": lambda q: down_fp32.run([q]),
+            "int8_8_bit_rejected": lambda q: eight_bit.run([q]),
             "cache_hit": lambda q: cached.embed([q], role="query"),
         }
         latency = in_rounds(calls, latency_queries, torch_threads={"torch_1_thread": 1})
@@ -262,6 +268,18 @@ def bench_query_backends(local: LocalEmbedder, texts: Sequence[str], n_latency: 
             "onnx_int8": cosine_to(reference, batched(lambda b: int8.embed(b, role="query"), questions)),
             "int8_all_matmuls_rejected": cosine_to(reference, batched(all_int8.run, questions)),
             "int8_down_fp32_rejected": cosine_to(reference, batched(down_fp32.run, questions)),
+            "int8_8_bit_rejected": cosine_to(reference, batched(eight_bit.run, questions)),
+        }
+        # a page embeds its query alone: int8 activations are quantized per call, so a text alone
+        # can land further from torch than in a batch (measured: it does with 8-bit weights)
+        singles: dict[str, Callable[[list[str]], np.ndarray]] = {
+            "onnx_int8": lambda b: int8.embed(b, role="query"),
+            "int8_all_matmuls_rejected": all_int8.run,
+            "int8_down_fp32_rejected": down_fp32.run,
+            "int8_8_bit_rejected": eight_bit.run,
+        }
+        alone = {
+            key: cosine_to(reference, np.concatenate([one([q]) for q in questions])) for key, one in singles.items()
         }
         throughput = {}
         embeds = (("torch", local.embed), ("onnx_fp32_1_thread", fp32.embed), ("onnx_fp32_per_core", fp32_cores.embed))
@@ -286,11 +304,13 @@ def bench_query_backends(local: LocalEmbedder, texts: Sequence[str], n_latency: 
         "names": {"torch": local.name, "onnx_fp32": fp32.name, "onnx_int8": int8.name},
         "latency": latency,
         "cosine_to_torch": cosines,
+        "cosine_to_torch_one_at_a_time": alone,
         "probe_min_cosine": {"onnx_fp32": fp32.manifest.probe_min_cosine, "onnx_int8": int8.manifest.probe_min_cosine},
         "export_s": {"onnx_fp32": round(export_fp32_s, 2), "onnx_int8": round(export_int8_s, 2)},
         "batch_throughput_texts_per_s": throughput,
         "cold_start_to_first_query": cold,
         "cache_hits": cached.cache.hits,
+        "cpu_int8": cpu_int8(),
     }
 
 
@@ -304,13 +324,16 @@ def query_table(r: dict[str, Any]) -> str:
         ("ONNX int8 (attention int8, feed-forward fp32), 1 thread", names["onnx_int8"], "onnx_int8", "onnx_int8"),
         ("int8, every MatMul (not shipped)", "—", "int8_all_matmuls_rejected", "int8_all_matmuls_rejected"),
         ("int8, FFN down-projection fp32 (not shipped)", "—", "int8_down_fp32_rejected", "int8_down_fp32_rejected"),
+        ("int8 as shipped but 8-bit weights (export format 1)", "—", "int8_8_bit_rejected", "int8_8_bit_rejected"),
         ("query cache hit (in front of ONNX fp32)", names["onnx_fp32"], "cache_hit", None),
     ]
     torch_p50 = lat["torch"]["p50_ms"]
     lines = [
-        "| backend | recorded name | p50 / p95 ms | × torch p50 | cosine to torch min / mean (< 0.99) |",
-        "|---|---|---|---|---|",
+        "| backend | recorded name | p50 / p95 ms | × torch p50 | cosine to torch min / mean (< 0.99) "
+        "| … each question alone |",
+        "|---|---|---|---|---|---|",
     ]
+    alone = r.get("cosine_to_torch_one_at_a_time", {})
     for label, name, key, cos_key in rows:
         q = lat[key]
         c = cos.get(cos_key) if cos_key else None
@@ -319,8 +342,11 @@ def query_table(r: dict[str, Any]) -> str:
             if c
             else ("1 (itself)" if key.startswith("torch") else "exact copy")
         )
+        one = alone.get(cos_key or "")
+        single = f"{one['min']:.6f} / {one['mean']:.6f} ({one['below_0_99']})" if one else "as batched"
         lines.append(
-            f"| {label} | `{name}` | {q['p50_ms']:.3f} / {q['p95_ms']:.3f} | {torch_p50 / q['p50_ms']:.1f}× | {agree} |"
+            f"| {label} | `{name}` | {q['p50_ms']:.3f} / {q['p95_ms']:.3f} | {torch_p50 / q['p50_ms']:.1f}× "
+            f"| {agree} | {single} |"
         )
     cold, thr, export = r["cold_start_to_first_query"], r["batch_throughput_texts_per_s"], r["export_s"]
     first = {k: f"{cold[k]['seconds']} s, peak RSS {cold[k]['peak_rss_mib']} MiB" for k in cold}
@@ -330,7 +356,8 @@ def query_table(r: dict[str, Any]) -> str:
 ## Query embedding by backend
 
 {r["n_latency_queries"]} {r["questions"]}, one per call; each backend takes a block of them in turn, six
-rounds (so all share the machine's load); cosine to torch over all {r["n_questions"]} questions, batches of {BATCH}.
+rounds (so all share the machine's load); cosine to torch over all {r["n_questions"]} questions, batches of {BATCH},
+and for int8 also each question embedded alone, as a page embeds its query.
 
 {chr(10).join(lines)}
 
@@ -341,8 +368,20 @@ rounds (so all share the machine's load); cosine to torch over all {r["n_questio
 
 One-time export (torch loaded; export + verification on the probe texts): fp32 {export["onnx_fp32"]} s, int8
 {export["onnx_int8"]} s. Probe-set min cosine to torch: fp32 {r["probe_min_cosine"]["onnx_fp32"]}, int8
-{r["probe_min_cosine"]["onnx_int8"]}.
+{r["probe_min_cosine"]["onnx_int8"]}. This CPU's int8 dot-product instructions: {r.get("cpu_int8", "not recorded")}
+(without VNNI, 8-bit weights saturate int16 sums: the format-1 row above).
 """
+
+
+def cpu_int8() -> str:
+    """Which int8 dot-product paths the CPU offers (int8 results depend on them)."""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return "unknown"
+    have = set(flags.split(":", 1)[1].split())
+    names = [f for f in ("avx512_vnni", "avx_vnni", "avx512bw", "avx2") if f in have]
+    return ", ".join(names) or "none of avx2 / avx512bw / vnni"
 
 
 def table(r: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ Further suffixes (-ly, -er, -ness, -ment, -ful) moved R@10 by at most +0.002, so
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,7 +44,13 @@ _CACHE_LIMIT = 200_000
 # A token may start with path/handle marks ("/etc", "~/.bashrc", "@neo", "#12", "$5"); connectors stay
 # inside only when a word character follows, so trailing punctuation drops off. (A look-behind for the
 # leading marks made the whole scan 2.5x slower; leading ellipses are trimmed per distinct token instead.)
-RAW_TOKEN = re.compile(r"[~./@#$]*\w+(?:[.\-/\\@:+#~?=&%'’]+\w+)*")
+RAW_TOKEN_PLAIN = r"[~./@#$]*\w+(?:[.\-/\\@:+#~?=&%'’]+\w+)*"
+# The same pattern with possessive quantifiers (Python 3.11+): the marks, the word characters and
+# the connectors are disjoint sets, so giving back a character could never let a match go on, and
+# the scan stops trying (LoCoMo turns, medians of 15 alternating passes: findall 9.05 -> 7.54 us a
+# turn; tests/pager/test_fast_forms.py holds both equal).
+RAW_TOKEN_POSSESSIVE = r"[~./@#$]*+\w++(?:[.\-/\\@:+#~?=&%'’]++\w++)*+"
+RAW_TOKEN = re.compile(RAW_TOKEN_POSSESSIVE if sys.version_info >= (3, 11) else RAW_TOKEN_PLAIN)
 _ELLIPSIS = re.compile(r"^\.{2,}(?!/)")
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
 _SPLIT = re.compile(r"[\W_]+")

@@ -14,6 +14,7 @@ import sys
 import unicodedata
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -145,6 +146,37 @@ def test_analyse_equals_the_reference_on_any_text(text: str, config: TokenizerCo
     tok = Tokenizer(config)
     for raw in tok.raw_tokens(text):
         assert tok.unit(raw) == reference_analyse(raw, config, STOPWORDS)
+
+
+# -- the raw-token scan: possessive quantifiers match what the plain pattern matched -------------
+MARKS, CONNECTORS = "~./@#$", ".-/\\@:+#~?=&%'’"
+TOKENISH = st.lists(
+    st.one_of(
+        st.sampled_from(list(MARKS + CONNECTORS)),
+        st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=4),
+        st.sampled_from(["foo", "_", "x1", "..", "~/", "a.b", "12:30", "’s"]),
+        SPACES,
+    ),
+    max_size=16,
+).map("".join)
+
+
+def test_marks_and_connectors_are_never_word_characters() -> None:
+    """What makes the possessive form equal: no character it may not give back could start the next part."""
+    assert [c for c in MARKS + CONNECTORS if re.fullmatch(r"\w", c)] == []
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="possessive quantifiers need Python 3.11")
+@settings(max_examples=1500)
+@given(TOKENISH)
+def test_possessive_raw_tokens_equal_the_plain_pattern(text: str) -> None:
+    assert re.findall(tk.RAW_TOKEN_POSSESSIVE, text) == re.findall(tk.RAW_TOKEN_PLAIN, text)
+
+
+def test_possessive_raw_tokens_equal_the_plain_pattern_on_tricky_texts() -> None:
+    plain = re.compile(tk.RAW_TOKEN_PLAIN)
+    for text in [*TRICKY, " ".join(TRICKY), "~/.bashrc @neo #12 $5 ../x a.-b c.. d--e f’s g'h i?=j&k%l"]:
+        assert RAW_TOKEN.findall(text) == plain.findall(text), text
 
 
 # -- the mirror's batch upsert writes what per-row writes write ------------------------------------

@@ -54,7 +54,7 @@ run: install
 # mypy runs beside the tests, its report printed after theirs: on a fresh clone (no cache) it takes
 # ~100 s of one core, and the suite leaves ~10% of two cores idle (waiting on children, servers,
 # sleeps). Either failing fails the target. On 2 cores: 1,660 tests, pytest 630-818 s (~12-14 min in all)
-# on an AVX-512 EPYC, 1,058-1,203 s (~18-21 min) on an AVX2-only one (everything CPU-bound ~2x slower).
+# on the earlier sessions' EPYC, 1,058-1,203 s (~18-21 min) on an AVX2-only one (all CPU-bound work ~2x slower).
 TEST_WORKERS ?= 2
 test: install-dev
 	$(VENV)/bin/lint-imports --no-cache --no-logo

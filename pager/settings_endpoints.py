@@ -63,8 +63,9 @@ EMBEDDER_TEXT: tuple[tuple[str, str, str], ...] = (
         "local_backend",
         "What runs the local model: `auto` (ONNX Runtime fp32 from a verified export: torch's vectors "
         "and name, torch itself when that is unavailable, with the reason logged), `torch`, `onnx` "
-        "(fp32, never torch) or `onnx-int8` (faster, within 0.99 cosine of torch, recorded as another "
-        "model: `<name>+onnx-int8`).",
+        "(fp32, never torch) or `onnx-int8` (within 0.99 cosine of torch, recorded as another model: "
+        "`<name>+onnx-int8`; faster than fp32 on one thread, not than fp32 on every core where the CPU "
+        "lacks VNNI: benchmarks/results/embedders.md).",
     ),
     (
         "MEMPAGER_ONNX_CACHE_DIR",

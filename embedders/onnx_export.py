@@ -1,14 +1,15 @@
 """Export a loaded local model to ONNX, offline, and prove it gives torch's vectors.
 
-The graph is the model's transformer (``torch.onnx.export``, the torch.export-based exporter)
-followed by our own masked mean (or CLS) pooling and L2 normalisation, so one ONNX Runtime call
-returns finished vectors. The int8 variant is ``quantize_dynamic`` of that graph, per channel, on
-the attention projections only: with every MatMul quantized, LoCoMo questions fell to 0.986 cosine
-of torch (and short texts such as "ok" to 0.95); keeping only the feed-forward down-projections in
-fp32 still left "ok", "yes" and "" at 0.983-0.986. With both feed-forward layers in fp32 every
-text stayed above 0.995 on a CPU with VNNI (``benchmarks/results/embedders.md``). The weights are
-7-bit (``reduce_range``): with 8, a CPU with AVX2 only saturates int16 sums and LoCoMo questions
-fell to 0.987, "ok" and "hmm" to 0.990 and 0.986 (both now probe texts, so such an export is refused).
+The graph is the model's transformer (``torch.onnx.export``: the TorchScript exporter, or the
+torch.export-based one where that fails, ``_to_onnx``) followed by our own masked mean (or CLS)
+pooling and L2 normalisation, so one ONNX Runtime call returns finished vectors. The int8 variant is
+``quantize_dynamic`` of that graph, per channel, on the attention projections only: with every
+MatMul quantized, LoCoMo questions fell to 0.986 cosine of torch (and short texts such as "ok" to
+0.95); keeping only the feed-forward down-projections in fp32 still left "ok", "yes" and "" at
+0.983-0.986. With both feed-forward layers in fp32 every text stayed above 0.995 on a CPU with VNNI
+(``benchmarks/results/embedders.md``). The weights are 7-bit (``reduce_range``): with 8, a CPU with
+AVX2 only saturates int16 sums and LoCoMo questions fell to 0.987, "ok" and "hmm" to 0.990 and 0.986
+(both now probe texts, so such an export is refused).
 
 An export is verified before anyone can use it: the probe texts (``onnx_format.PROBE_TEXTS``:
 short, long and truncated, empty, unicode) embedded by torch and by the new graph, in one padded
@@ -55,6 +56,7 @@ logger = logging.getLogger("mempager.embedders")
 
 _VERSIONED = ("torch", "transformers", "sentence-transformers", "tokenizers", "onnxruntime", "onnx", "onnxscript")
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # the tokenizer gives all three
+TRACE_OPSET = 17  # the first opset with LayerNormalization as one operator (BERT has 13 of them)
 _EXAMPLE = ["mempager export example", "a longer second example, so that the example batch needs padding"]
 
 
@@ -122,27 +124,61 @@ def _export_graph(local: LocalEmbedder, staging: Path, variant: Variant) -> tupl
             torch.tensor([getattr(e, column) for e in example], dtype=torch.int64)
             for column in ("ids", "attention_mask", "type_ids")
         )
-        batch, tokens = torch.export.Dim("batch"), torch.export.Dim("tokens", max=max_length)
         graph = staging / (MODEL_FILE if variant == "fp32" else "fp32.onnx")
         with torch.no_grad(), _quiet_torch_onnx(), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            torch.onnx.export(
-                _pooled_module(torch, transformer, pooling),
-                args,
-                str(graph),
-                input_names=list(_INPUTS),
-                output_names=["sentence_embedding"],
-                dynamic_shapes={name: {0: batch, 1: tokens} for name in _INPUTS},
-                dynamo=True,
-                external_data=False,
-                verbose=False,  # the exporter prints its progress on stdout otherwise
-            )
+            _to_onnx(torch, _pooled_module(torch, transformer, pooling), args, graph, max_length, local.name)
         for warning in caught:  # the exporter's notes are for us, not for our caller's terminal
             logger.debug("onnx export of %s: %s", local.name, warning.message)
     if variant == "int8":
         _quantize(graph, staging / MODEL_FILE, transformer.config, local.name)
         graph.unlink()
     return _graph_inputs(staging / MODEL_FILE)
+
+
+def _to_onnx(torch: Any, module: Any, args: tuple[Any, ...], graph: Path, max_length: int, who: str) -> None:
+    """Write ``module`` as an ONNX graph with batch and token axes free.
+
+    The TorchScript exporter first: it traces the MiniLM stack in 3.0 s where the torch.export-based
+    one (dynamo) takes 25-27 s on a 2-core AVX2 EPYC, most of a first use's wait and of the test
+    suite's exports. Tracing records the operations one example ran, so a branch on a tensor's value
+    would be frozen into the graph: a BERT-style encoder has none that varies with the input (its
+    masks and pooling are arithmetic), and ``_verify`` checks whatever comes out against torch on
+    short, long, truncated, empty and batched texts before anyone can use it. Where the TorchScript
+    exporter (legacy since torch 2.9, when dynamo became the default) is gone or fails, the dynamo
+    exporter makes the graph.
+    """
+    names = list(_INPUTS)
+    try:
+        torch.onnx.export(
+            module,
+            args,
+            str(graph),
+            input_names=names,
+            output_names=["sentence_embedding"],
+            dynamic_axes={name: {0: "batch", 1: "tokens"} for name in names},
+            opset_version=TRACE_OPSET,
+            dynamo=False,
+            verbose=False,
+        )
+        return
+    except Exception as exc:  # noqa: BLE001 - logged with its reason; the dynamo exporter gets its chance
+        logger.info(
+            "TorchScript ONNX export of %s failed (%s: %s); using the dynamo exporter", who, type(exc).__name__, exc
+        )
+        graph.unlink(missing_ok=True)
+    batch, tokens = torch.export.Dim("batch"), torch.export.Dim("tokens", max=max_length)
+    torch.onnx.export(
+        module,
+        args,
+        str(graph),
+        input_names=names,
+        output_names=["sentence_embedding"],
+        dynamic_shapes={name: {0: batch, 1: tokens} for name in names},
+        dynamo=True,
+        external_data=False,
+        verbose=False,  # the exporter prints its progress on stdout otherwise
+    )
 
 
 def _graph_inputs(path: Path) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ from mempager.embedders.errors import MissingExtra, OnnxExportFailed, OnnxExport
 from mempager.embedders.local import MINILM_SHA256, file_sha256
 from mempager.embedders.local_backend import load_local
 from mempager.embedders.onnx_embedder import OnnxEmbedder
-from mempager.embedders.onnx_format import BOUNDS, MANIFEST_FILE, MODEL_FILE, PROBE_FILE, read_manifest
+from mempager.embedders.onnx_format import BOUNDS, MANIFEST_FILE, MODEL_FILE, PROBE_FILE, TOKENIZER_FILE, read_manifest
 from mempager.embedders.query_cache import CachedQueryEmbedder
 from mempager.errors import ConfigError
 
@@ -339,3 +340,131 @@ def test_a_deferred_int8_model_is_named_for_int8_before_it_loads(onnx_int8: Onnx
     assert deferred.name == NAME + "+onnx-int8"
     vector = deferred.embed(["where is the deploy key?"], role="query")  # loads: names must agree
     np.testing.assert_allclose(vector, onnx_int8.embed(["where is the deploy key?"], role="query"), atol=1e-6)
+
+
+class _TinyEncoder:
+    """A real torch module with the exported graph's three inputs and a masked mean, small enough
+    that both exporters take seconds: what ``_to_onnx`` is asked to export, in miniature."""
+
+    @staticmethod
+    def make() -> object:
+        import torch
+
+        class Tiny(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.embed = torch.nn.Embedding(50, 8)
+                self.norm = torch.nn.LayerNorm(8)
+                self.project = torch.nn.Linear(8, 8)
+
+            def forward(self, input_ids: object, attention_mask: object, token_type_ids: object) -> object:
+                tokens = self.project(self.norm(self.embed(input_ids + token_type_ids)))
+                mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
+                pooled = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+                return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+
+        torch.manual_seed(0)
+        return Tiny().eval()
+
+
+def _tiny_inputs(batch: int, tokens: int, seed: int) -> tuple[object, ...]:
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, 40, (batch, tokens), generator=generator)
+    mask = torch.ones(batch, tokens, dtype=torch.int64)
+    mask[0, tokens // 2 :] = 0  # a padded row: the mean must skip its padding
+    return ids, mask, torch.zeros(batch, tokens, dtype=torch.int64)
+
+
+def _export_tiny(path: Path) -> object:
+    import torch
+
+    module = _TinyEncoder.make()
+    with torch.no_grad(), warnings.catch_warnings():  # the exporters' notes (export_graph logs them)
+        warnings.simplefilter("ignore")
+        onnx_export_module._to_onnx(torch, module, _tiny_inputs(2, 6, 0), path, 16, "tiny")
+    return module
+
+
+def _same_as_torch(module: object, path: Path) -> None:
+    """The graph, at batch and token sizes it was not traced with, gives torch's vectors."""
+    import onnxruntime
+    import torch
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    for batch, tokens in ((1, 3), (4, 11)):
+        inputs = _tiny_inputs(batch, tokens, batch)
+        with torch.no_grad():
+            want = module(*inputs).numpy()
+        feed = {n: t.numpy() for n, t in zip(("input_ids", "attention_mask", "token_type_ids"), inputs, strict=True)}
+        got = session.run(None, {n: v for n, v in feed.items() if n in names})[0]
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_the_graph_is_traced_by_the_torchscript_exporter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    asked: list[object] = []
+    real = torch.onnx.export
+
+    def recording(*args: object, **kwargs: object) -> object:
+        asked.append(kwargs.get("dynamo"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.onnx, "export", recording)
+    module = _export_tiny(tmp_path / "tiny.onnx")
+    assert asked == [False]  # traced (seconds), not torch.export'ed (tens of seconds for MiniLM)
+    _same_as_torch(module, tmp_path / "tiny.onnx")
+
+
+def test_when_the_torchscript_exporter_fails_the_dynamo_one_makes_the_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import torch
+
+    asked: list[object] = []
+    real = torch.onnx.export
+
+    def torchscript_gone(*args: object, **kwargs: object) -> object:
+        asked.append(kwargs.get("dynamo"))
+        if kwargs.get("dynamo") is False:
+            Path(str(args[2])).write_bytes(b"half a graph")  # a failure may leave a partial file
+            raise RuntimeError("the TorchScript-based exporter was removed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.onnx, "export", torchscript_gone)
+    with caplog.at_level(logging.INFO, logger="mempager.embedders"):
+        module = _export_tiny(tmp_path / "tiny.onnx")
+    assert asked == [False, True]
+    assert "the TorchScript-based exporter was removed" in caplog.text  # the reason is logged, not lost
+    _same_as_torch(module, tmp_path / "tiny.onnx")
+
+
+@pytest.mark.parametrize("which", ["the truncated text", "a short text"])
+def test_the_opening_probe_checks_every_probe_text(onnx_fp32: OnnxEmbedder, tmp_path: Path, which: str) -> None:
+    """Short probe texts run in one batch and long ones alone (one batch padded them all to 256
+    tokens): a drift in any one text's vector is still refused."""
+    from mempager.embedders.onnx_embedder import PROBE_BATCH_TOKENS
+    from mempager.embedders.onnx_format import PROBE_TEXTS
+
+    intact = copy_export(onnx_fp32, tmp_path / "intact")
+    manifest = json.loads((intact / MANIFEST_FILE).read_text())
+    OnnxEmbedder(intact, name=NAME, fingerprint=manifest["fingerprint"], variant="fp32")  # opens: its probe passes
+    target = copy_export(onnx_fp32, tmp_path / "damaged")  # another path: not the runtime opened above
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(target / TOKENIZER_FILE))
+    lengths = [len(tokenizer.encode(t).ids) for t in PROBE_TEXTS]
+    long_ones = [i for i, n in enumerate(lengths) if n > PROBE_BATCH_TOKENS]
+    assert long_ones and len(long_ones) < len(PROBE_TEXTS)  # both paths have texts to check
+    row = long_ones[0] if which == "the truncated text" else lengths.index(min(lengths))
+    probe = np.load(target / PROBE_FILE)
+    probe[row] = -probe[row]  # that one text's reference now points the other way
+    np.save(target / PROBE_FILE, probe)
+    manifest["files"][PROBE_FILE] = hashlib.sha256((target / PROBE_FILE).read_bytes()).hexdigest()
+    (target / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(OnnxExportUnusable) as caught:
+        OnnxEmbedder(target, name=NAME, fingerprint=manifest["fingerprint"], variant="fp32")
+    assert caught.value.kind == "stale"

@@ -137,7 +137,7 @@ def _probe_vectors(runtime: Runtime) -> FloatMatrix:
     exercised, as a worker's document batches do), each long one alone.
 
     One batch of them all pads every text to the truncated one's 256 tokens: 3.0 s of one core
-    on an AVX2 EPYC, at every process start that opens the export, against 0.4 s this way. The
+    on an AVX2 EPYC, at every process start that opens the export, against 0.6 s this way. The
     export itself was checked both ways on every probe text (``onnx_export._verify``).
     """
     lengths = [sum(e.attention_mask) for e in runtime.tokenizer.encode_batch(list(PROBE_TEXTS))]  # unpadded

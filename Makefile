@@ -53,8 +53,9 @@ run: install
 # a PostgreSQL schema) start once; files with slow tests go first (tests/conftest.py).
 # mypy runs beside the tests, its report printed after theirs: on a fresh clone (no cache) it takes
 # ~100 s of one core, and the suite leaves ~10% of two cores idle (waiting on children, servers,
-# sleeps). Either failing fails the target. On 2 cores: 1,660 tests, pytest 630-818 s (~12-14 min in all)
-# on the earlier sessions' EPYC, 1,058-1,203 s (~18-21 min) on an AVX2-only one (all CPU-bound work ~2x slower).
+# sleeps). Either failing fails the target. On 2 cores: 1,664 tests, pytest 630-818 s (~12-14 min in all)
+# on the earlier sessions' EPYC; on an AVX2-only one (all CPU-bound work ~2x slower) 991-1,081 s
+# (~17-18 min) since the ONNX export is traced (embedders/onnx_export.py), 1,058-1,203 s before.
 TEST_WORKERS ?= 2
 test: install-dev
 	$(VENV)/bin/lint-imports --no-cache --no-logo

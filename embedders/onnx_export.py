@@ -149,17 +149,12 @@ def _to_onnx(torch: Any, module: Any, args: tuple[Any, ...], graph: Path, max_le
     exporter makes the graph.
     """
     names = list(_INPUTS)
+    # verbose=False: the exporter prints its progress on stdout otherwise
+    common = {"input_names": names, "output_names": ["sentence_embedding"], "verbose": False}
     try:
+        axes = {name: {0: "batch", 1: "tokens"} for name in names}
         torch.onnx.export(
-            module,
-            args,
-            str(graph),
-            input_names=names,
-            output_names=["sentence_embedding"],
-            dynamic_axes={name: {0: "batch", 1: "tokens"} for name in names},
-            opset_version=TRACE_OPSET,
-            dynamo=False,
-            verbose=False,
+            module, args, str(graph), dynamic_axes=axes, opset_version=TRACE_OPSET, dynamo=False, **common
         )
         return
     except Exception as exc:  # noqa: BLE001 - logged with its reason; the dynamo exporter gets its chance
@@ -168,17 +163,8 @@ def _to_onnx(torch: Any, module: Any, args: tuple[Any, ...], graph: Path, max_le
         )
         graph.unlink(missing_ok=True)
     batch, tokens = torch.export.Dim("batch"), torch.export.Dim("tokens", max=max_length)
-    torch.onnx.export(
-        module,
-        args,
-        str(graph),
-        input_names=names,
-        output_names=["sentence_embedding"],
-        dynamic_shapes={name: {0: batch, 1: tokens} for name in names},
-        dynamo=True,
-        external_data=False,
-        verbose=False,  # the exporter prints its progress on stdout otherwise
-    )
+    shapes = {name: {0: batch, 1: tokens} for name in names}
+    torch.onnx.export(module, args, str(graph), dynamic_shapes=shapes, dynamo=True, external_data=False, **common)
 
 
 def _graph_inputs(path: Path) -> tuple[str, ...]:

@@ -342,29 +342,26 @@ def test_a_deferred_int8_model_is_named_for_int8_before_it_loads(onnx_int8: Onnx
     np.testing.assert_allclose(vector, onnx_int8.embed(["where is the deploy key?"], role="query"), atol=1e-6)
 
 
-class _TinyEncoder:
+def _tiny_encoder() -> object:
     """A real torch module with the exported graph's three inputs and a masked mean, small enough
     that both exporters take seconds: what ``_to_onnx`` is asked to export, in miniature."""
+    import torch
 
-    @staticmethod
-    def make() -> object:
-        import torch
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(50, 8)
+            self.norm = torch.nn.LayerNorm(8)
+            self.project = torch.nn.Linear(8, 8)
 
-        class Tiny(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.embed = torch.nn.Embedding(50, 8)
-                self.norm = torch.nn.LayerNorm(8)
-                self.project = torch.nn.Linear(8, 8)
+        def forward(self, input_ids: object, attention_mask: object, token_type_ids: object) -> object:
+            tokens = self.project(self.norm(self.embed(input_ids + token_type_ids)))
+            mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
+            pooled = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
 
-            def forward(self, input_ids: object, attention_mask: object, token_type_ids: object) -> object:
-                tokens = self.project(self.norm(self.embed(input_ids + token_type_ids)))
-                mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
-                pooled = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-                return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
-
-        torch.manual_seed(0)
-        return Tiny().eval()
+    torch.manual_seed(0)
+    return Tiny().eval()
 
 
 def _tiny_inputs(batch: int, tokens: int, seed: int) -> tuple[object, ...]:
@@ -380,7 +377,7 @@ def _tiny_inputs(batch: int, tokens: int, seed: int) -> tuple[object, ...]:
 def _export_tiny(path: Path) -> object:
     import torch
 
-    module = _TinyEncoder.make()
+    module = _tiny_encoder()
     with torch.no_grad(), warnings.catch_warnings():  # the exporters' notes (export_graph logs them)
         warnings.simplefilter("ignore")
         onnx_export_module._to_onnx(torch, module, _tiny_inputs(2, 6, 0), path, 16, "tiny")
@@ -403,17 +400,27 @@ def _same_as_torch(module: object, path: Path) -> None:
         np.testing.assert_allclose(got, want, atol=1e-5)
 
 
-def test_the_graph_is_traced_by_the_torchscript_exporter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _record_exports(monkeypatch: pytest.MonkeyPatch, *, torchscript_fails: bool) -> list[object]:
+    """Each ``torch.onnx.export`` call's ``dynamo`` argument, in order; with ``torchscript_fails``
+    the TorchScript exporter fails as a removed one would, after leaving a partial file."""
     import torch
 
     asked: list[object] = []
     real = torch.onnx.export
 
-    def recording(*args: object, **kwargs: object) -> object:
+    def export(*args: object, **kwargs: object) -> object:
         asked.append(kwargs.get("dynamo"))
+        if torchscript_fails and kwargs.get("dynamo") is False:
+            Path(str(args[2])).write_bytes(b"half a graph")
+            raise RuntimeError("the TorchScript-based exporter was removed")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(torch.onnx, "export", recording)
+    monkeypatch.setattr(torch.onnx, "export", export)
+    return asked
+
+
+def test_the_graph_is_traced_by_the_torchscript_exporter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _record_exports(monkeypatch, torchscript_fails=False)
     module = _export_tiny(tmp_path / "tiny.onnx")
     assert asked == [False]  # traced (seconds), not torch.export'ed (tens of seconds for MiniLM)
     _same_as_torch(module, tmp_path / "tiny.onnx")
@@ -422,19 +429,7 @@ def test_the_graph_is_traced_by_the_torchscript_exporter(tmp_path: Path, monkeyp
 def test_when_the_torchscript_exporter_fails_the_dynamo_one_makes_the_graph(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import torch
-
-    asked: list[object] = []
-    real = torch.onnx.export
-
-    def torchscript_gone(*args: object, **kwargs: object) -> object:
-        asked.append(kwargs.get("dynamo"))
-        if kwargs.get("dynamo") is False:
-            Path(str(args[2])).write_bytes(b"half a graph")  # a failure may leave a partial file
-            raise RuntimeError("the TorchScript-based exporter was removed")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(torch.onnx, "export", torchscript_gone)
+    asked = _record_exports(monkeypatch, torchscript_fails=True)
     with caplog.at_level(logging.INFO, logger="mempager.embedders"):
         module = _export_tiny(tmp_path / "tiny.onnx")
     assert asked == [False, True]

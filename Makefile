@@ -35,7 +35,7 @@ $(VENV)/.sources: FORCE | $(VENV)/.base
 	@find pager embedders index -name '*.py' -o -name 'py.typed' | LC_ALL=C sort > $@.new
 	@cmp -s $@.new $@ && rm -f $@.new || mv $@.new $@
 
-# index/_bm25.c (the lexical lane's compiled kernel) is built in place by the same install: a change
+# index/*.c (the lexical lane's compiled kernel and token scan) is built in place by the same install: a change
 # to it rebuilds it
 $(VENV)/.linked: $(VENV)/.sources $(VENV)/.installed $(wildcard index/*.c)
 	$(PIP) install -q --no-deps -e . $(EDITABLE)

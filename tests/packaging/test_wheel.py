@@ -194,12 +194,14 @@ def test_wheel_holds_every_source_file_at_its_mapped_path(wheel: Path) -> None:
     assert not extra, f"in the wheel but not in the repo: {extra}"
 
 
-def test_wheel_holds_the_compiled_kernel_and_its_types(wheel: Path) -> None:
-    """index/_bm25.c is built into the wheel (a platform wheel, then), with its stub for type checkers."""
+@pytest.mark.parametrize("module", ["_bm25", "_tokens"])
+def test_wheel_holds_the_compiled_modules_and_their_types(wheel: Path, module: str) -> None:
+    """index/_bm25.c and index/_tokens.c are built into the wheel (a platform wheel, then), each
+    with its stub for type checkers."""
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-    assert [n for n in names if n.startswith("mempager/index/_bm25.") and n.endswith(".so")], names
-    assert "mempager/index/_bm25.pyi" in names
+    assert [n for n in names if n.startswith(f"mempager/index/{module}.") and n.endswith(".so")], names
+    assert f"mempager/index/{module}.pyi" in names
     assert "-py3-none-any" not in wheel.name, wheel.name
 
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import mempager.index.tokenize as tk
 from mempager.index.tokenize import RAW_TOKEN, STOPWORDS, Tokenizer, TokenizerConfig, Unit, stem_word
+from mempager.store.base import naive_utc
 from mempager.store.mirror import ActorTable
 from mempager.types import Memory, MemoryType, Scope, Source
 from mempager.validate import normalize
@@ -244,3 +245,21 @@ def test_batch_upsert_writes_what_row_by_row_upserts_write() -> None:
     for m in first[:100]:
         assert batched.get(m.label) == single.get(m.label)
         assert batched.get(m.label).text == m.text
+
+
+# -- naive UTC: the stored time (and an event's dedup key) of any aware time, as before ------------
+OFFSETS = st.integers(min_value=-23 * 60, max_value=23 * 60).map(lambda m: timezone(timedelta(minutes=m)))
+TIMES = st.datetimes(min_value=datetime(1900, 1, 2), max_value=datetime(2200, 1, 1))
+
+
+def reference_naive_utc(value: datetime) -> datetime:
+    """The form every stored time and event dedup key was made with."""
+    return value if value.tzinfo is None else value.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+@settings(max_examples=800)
+@given(TIMES, st.one_of(st.none(), st.just(timezone.utc), OFFSETS), st.sampled_from([0, 1]))
+def test_naive_utc_equals_the_replace_form(value: datetime, zone: timezone | None, fold: int) -> None:
+    aware = value.replace(tzinfo=zone, fold=fold)
+    got, want = naive_utc(aware), reference_naive_utc(aware)
+    assert (got, got.tzinfo, got.fold, got.isoformat()) == (want, None, want.fold, want.isoformat())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 import unicodedata
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta, timezone
@@ -117,6 +118,13 @@ def content_digests(hashes: Sequence[str | None]) -> npt.NDArray[np.int64]:
     for i in np.flatnonzero((nibbles < 0).any(axis=1)).tolist():  # not hex: rare, one by one
         out[i] = content_digest(hashes[i])
     return out
+
+
+def new_ids(n: int) -> list[str]:
+    """``n`` fresh memory ids, each 16 hex digits of ``secrets`` randomness (as ``token_hex(8)``
+    each): one read of the OS's random source for the batch instead of one a memory."""
+    blob = secrets.token_bytes(8 * n).hex()
+    return [blob[i : i + 16] for i in range(0, 16 * n, 16)]
 
 
 def make_uri(actor: str, type_: MemoryType, memory_id: str) -> str:

@@ -7,7 +7,6 @@ with the write lock still held, so no reader sees a mirror ahead of or behind th
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -22,7 +21,7 @@ from mempager.store.journal import Deprecate, Journal
 from mempager.store.mirrors import Mirrors
 from mempager.store.reads import SqlReads
 from mempager.types import Memory, MemoryType, NewMemory, PutResult, Source
-from mempager.validate import content_hash, make_uri, normalize, to_utc
+from mempager.validate import content_hash, make_uri, new_ids, normalize, to_utc
 
 _UPDATABLE = {
     "text",
@@ -93,7 +92,7 @@ class Writes:
                     slot[at] = -1 - i  # placeholder until inserted
                     fresh.append(i)
             fresh_set = set(fresh)
-            ids = [secrets.token_hex(8) for _ in fresh]
+            ids = new_ids(len(fresh))
             bumps = [(items[i], keys[i]) for i in range(len(items)) if i not in fresh_set]
             new = [items[i] for i in fresh]
             # serialised and hashed once: the row and the returned Memory share them

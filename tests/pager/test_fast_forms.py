@@ -23,7 +23,7 @@ from mempager.index.tokenize import RAW_TOKEN, STOPWORDS, Tokenizer, TokenizerCo
 from mempager.store.base import naive_utc
 from mempager.store.mirror import ActorTable
 from mempager.types import Memory, MemoryType, Scope, Source
-from mempager.validate import normalize
+from mempager.validate import new_ids, normalize
 
 
 def reference_normalize(text: str) -> str:
@@ -263,3 +263,12 @@ def test_naive_utc_equals_the_replace_form(value: datetime, zone: timezone | Non
     aware = value.replace(tzinfo=zone, fold=fold)
     got, want = naive_utc(aware), reference_naive_utc(aware)
     assert (got, got.tzinfo, got.fold, got.isoformat()) == (want, None, want.fold, want.isoformat())
+
+
+# -- memory ids: one read of the random source a batch, ids as token_hex(8) made them -----------
+def test_new_ids_are_fresh_16_digit_hex_ids() -> None:
+    assert new_ids(0) == []
+    ids = [*new_ids(5000), *new_ids(5000)]
+    assert all(re.fullmatch(r"[0-9a-f]{16}", i) for i in ids)
+    assert len(set(ids)) == len(ids)  # 64 random bits each: a repeat among 10k is ~3e-12 likely
+    assert len({i[0] for i in ids}) == 16 and len({i[-1] for i in ids}) == 16  # every digit position varies

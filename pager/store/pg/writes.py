@@ -8,7 +8,6 @@ inside its own transaction.
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -26,7 +25,7 @@ from mempager.store.pg.rows import MEMORY_COLUMNS, maybe_utc, row_to_memory, utc
 from mempager.store.pg.upsert import BUMP, UPSERT, Key, plan
 from mempager.store.writes import dedup_key_of
 from mempager.types import Memory, NewMemory, PutResult, Source
-from mempager.validate import content_hash
+from mempager.validate import content_hash, new_ids
 
 _UPDATABLE = frozenset(
     {
@@ -91,7 +90,7 @@ class PgWrites:
         now = datetime.now(timezone.utc)
         firsts, rounds = plan(items, keys)
         order = list(firsts.values())
-        ids = [secrets.token_hex(8) for _ in order]
+        ids = new_ids(len(order))
         params: dict[str, Any] = {
             "n": len(order),
             "now": now,

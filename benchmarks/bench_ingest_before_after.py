@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -53,29 +53,14 @@ def _regex_raw_tokens(self: tokenize.Tokenizer, text: str) -> list[str]:
     return tokenize.RAW_TOKEN.findall(unicodedata.normalize("NFKC", text))  # type: ignore[no-any-return]
 
 
-def _python_encode(
-    self: tokenize.Vocabulary, tokenizer: tokenize.Tokenizer, raws: Sequence[list[str]]
-) -> tuple[Any, Any, Any]:
-    flat = [raw for doc in raws for raw in doc]
+def _python_unit_ids(
+    self: tokenize.Vocabulary, tokenizer: tokenize.Tokenizer, docs: list[list[str]], total: int
+) -> Any:
+    flat = [raw for doc in docs for raw in doc]
     new = list(set(flat).difference(self.unit_of))
     if new:
         self._add_units(new, [tokenizer.unit(raw, remember=False) for raw in new])
-    units = np.fromiter(map(self.unit_of.__getitem__, flat), np.int64, len(flat))
-    doc_lens = np.fromiter(map(len, raws), np.int64, len(raws))
-    return _encode_tail(self, units, doc_lens, len(raws))
-
-
-def _encode_tail(self: tokenize.Vocabulary, units: Any, doc_lens: Any, n_docs: int) -> tuple[Any, Any, Any]:
-    """The numpy part of ``Vocabulary.encode``, unchanged by this round (a copy of it)."""
-    width = self.u_width[units]
-    ends = np.cumsum(width)
-    doc_base = np.concatenate(([0], ends))[np.cumsum(doc_lens) - doc_lens]
-    pos = ends - width - np.repeat(doc_base, doc_lens)
-    n_terms = self.u_n[units]
-    idx = tokenize.ranges(self.u_start[units], n_terms)
-    tok_pos = (np.repeat(pos, n_terms) + self.u_off[idx]).astype(np.int32)
-    counts = np.bincount(np.repeat(np.arange(n_docs), doc_lens), n_terms, n_docs).astype(np.int64)
-    return counts, self.u_tid[idx], tok_pos
+    return np.fromiter(map(self.unit_of.__getitem__, flat), np.int64, total)
 
 
 def _replace_naive_utc(value: datetime) -> datetime:
@@ -88,15 +73,15 @@ def _token_hex_ids(n: int) -> list[str]:
 
 @contextmanager
 def before() -> Iterator[None]:
-    saved = (tokenize.Tokenizer.raw_tokens, tokenize.Vocabulary.encode, writes.naive_utc, writes.new_ids)
+    saved = (tokenize.Tokenizer.raw_tokens, tokenize.Vocabulary._unit_ids, writes.naive_utc, writes.new_ids)
     tokenize.Tokenizer.raw_tokens = _regex_raw_tokens  # type: ignore[method-assign]
-    tokenize.Vocabulary.encode = _python_encode  # type: ignore[method-assign]
+    tokenize.Vocabulary._unit_ids = _python_unit_ids  # type: ignore[method-assign]
     writes.naive_utc = _replace_naive_utc
     writes.new_ids = _token_hex_ids
     try:
         yield
     finally:
-        tokenize.Tokenizer.raw_tokens, tokenize.Vocabulary.encode, writes.naive_utc, writes.new_ids = saved  # type: ignore[method-assign]
+        tokenize.Tokenizer.raw_tokens, tokenize.Vocabulary._unit_ids, writes.naive_utc, writes.new_ids = saved  # type: ignore[method-assign]
 
 
 # -- the run -------------------------------------------------------------------------------------

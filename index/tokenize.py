@@ -358,11 +358,7 @@ class Vocabulary:
         """
         docs = raws if isinstance(raws, list) else list(raws)
         doc_lens = np.fromiter(map(len, docs), np.int64, len(docs))
-        units = np.empty(int(doc_lens.sum()), np.int64)
-        new = unit_ids(docs, self.unit_of, units, False)  # each token's unit; the tokens that have none yet
-        if new:
-            self._add_units(new, [tokenizer.unit(raw, remember=False) for raw in new])
-            unit_ids(docs, self.unit_of, units, True)
+        units = self._unit_ids(tokenizer, docs, int(doc_lens.sum()))
         width = self.u_width[units]
         ends = np.cumsum(width)  # positions run across the batch, then restart at each document
         doc_base = np.concatenate(([0], ends))[np.cumsum(doc_lens) - doc_lens]
@@ -372,6 +368,15 @@ class Vocabulary:
         tok_pos = (np.repeat(pos, n_terms) + self.u_off[idx]).astype(np.int32)
         counts = np.bincount(np.repeat(np.arange(len(raws)), doc_lens), n_terms, len(raws)).astype(np.int64)
         return counts, self.u_tid[idx], tok_pos
+
+    def _unit_ids(self, tokenizer: Tokenizer, docs: list[list[str]], total: int) -> Int64s:
+        """Each token's unit, back to back (``total`` tokens), adding the units of tokens new here."""
+        units = np.empty(total, np.int64)
+        new = unit_ids(docs, self.unit_of, units, False)  # the tokens that have no unit yet
+        if new:
+            self._add_units(new, [tokenizer.unit(raw, remember=False) for raw in new])
+            unit_ids(docs, self.unit_of, units, True)
+        return units
 
     def _add_units(self, raws: list[str], units: list[Unit]) -> None:
         ids, terms = self.ids, self.terms

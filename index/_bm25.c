@@ -14,7 +14,7 @@
  * -ffp-contract=off (no fused multiply-add changes a rounding).
  *
  * Own-text top k: below ``prune_from`` rows every posting is summed into a row accumulator (it fits
- * the cache); from there, with b = 0, WAND finds it document at a time without reading most
+ * the cache); from there, with b = 0, MaxScore finds it term at a time without reading most
  * postings of common terms (``top_pruned``); with b > 0 a term's bound would need every row's length,
  * so every posting is summed.
  *
@@ -241,7 +241,7 @@ typedef struct {
     Keyed *keyed; /* the context rows and their final scores, by row */
     Py_ssize_t n_keyed, cap_keyed;
     int plain_ready; /* ``plain`` answered: ``lookup`` may read its context rows */
-    Py_ssize_t prune_from; /* rows from which a b = 0 search prunes (WAND) instead of summing every posting */
+    Py_ssize_t prune_from; /* rows from which a b = 0 search prunes (MaxScore) instead of summing every posting */
     /* context entries of the current query, term-major: term index, label (key), tf, own row (-1:
        a spread key, whose length is its key length) */
     int32_t *e_term;
@@ -795,25 +795,25 @@ static inline double score_row(const Plain *q, const double *table, int64_t row,
 /* The top k rows outside ``skip`` (stamped in ``mark``) by own-text BM25, b = 0, without reading
  * most postings of common terms.
  *
- * A term's bound (``ub``) is its largest part (b = 0: its largest tf's). First every row holding the
- * term with the largest bound (the lead, usually the rarest) is scored: that fills the top k with
- * strong rows at once. Once the top k is full, a lead row looks up the other terms strongest first
- * and is dropped as soon as what it has plus the bounds of the terms not yet looked up falls below
- * the k-th best (MaxScore's test, per row): at 1M memories 5.3k of a query's 6k lead rows stop
- * there, most before the second lookup. Every lead row is marked, scored or not: none can come
- * back, so the walk below leaves the lead term out, and its bound no longer lets every lead row
- * through as a pivot. Then the other rows, document at a time, by WAND (Broder et al. 2003): with
- * the cursors in row order, the pivot is the first cursor at which the bounds up to it reach the
- * k-th best score; any row before the pivot's holds only terms whose bounds sum below it, so those
- * cursors jump there by galloping, and a row is scored only once every cursor before it stands on
- * it. Exact scores sum the parts in query order, as the full scan; bounds are inflated (``SAFE``),
- * so no rounding of a sum in another order skips a row that belongs in the top k or ties the
- * k-th (ties go to the lower label, as the full scan's). Returns the hits in ``heap`` (unsorted), -1
- * on a row outside ``nrows``. Measured on LoCoMo questions at 1M memories (the kernel's ``plain``
- * call, side by side): 1.39 -> 0.71 ms p50 with the per-row test and the lead out of the walk; the
- * walk alone before them took 1.7 ms where scoring document at a time with MaxScore's split took
- * 2.2 ms and summing every posting 4.6 ms. Block-max WAND (Ding and Suel 2011, blocks of 64
- * postings, maxima made per query) saved 0.04 ms of the walk's 0.63 and was left out. */
+ * A term's bound (``ub``) is its largest part (b = 0: its largest tf's). Term at a time, strongest
+ * bound first (MaxScore, Turtle and Flood 1995): every row of the term not yet marked is marked and,
+ * unless it is out of reach, scored. It holds none of the stronger terms (their rows are all
+ * marked), so it looks up the weaker ones, strongest first, and is dropped as soon as what it has
+ * plus the bounds of the terms not yet looked up falls below the k-th best. Once a term's bound
+ * plus those of all weaker terms falls below the k-th best, no row left can reach it: the search
+ * stops, usually before the common terms' long postings are read. The first term (usually the
+ * rarest) fills the top k with strong rows at once; at 1M memories 5.3k of a query's 6k rows of it
+ * stop before being scored, most before their second lookup. Exact scores sum the parts in query
+ * order, as the full scan; bounds are inflated (``SAFE``), so no rounding of a sum in another order
+ * drops a row that belongs in the top k or ties the k-th (ties go to the lower label, as the full
+ * scan's). Returns the hits in ``heap`` (unsorted), -1 on a row outside ``nrows``.
+ *
+ * Measured on LoCoMo questions at 1M memories (the kernel's ``plain`` call, side by side, the order
+ * rotating per call): 1.79 ms p50 for the search this replaced (the first term's rows scored whole,
+ * then WAND, Broder et al. 2003, document at a time over every term), 1.12 ms with the per-row test
+ * and that term out of the walk, 0.93 ms term at a time throughout; term at a time up to a posting
+ * count and WAND past it came between (0.97 ms at 64k). Block-max WAND (Ding and Suel 2011, blocks
+ * of 64 postings, maxima made per query) saved 0.04 ms of the walk's 0.63 and was left out. */
 static Py_ssize_t top_pruned(const Plain *q, const uint8_t *live, const int64_t *labels, Py_ssize_t nrows,
                              Marks *mark, Py_ssize_t k, Hit *heap, Py_ssize_t *order, Py_ssize_t *pos, double *ub,
                              double *part_at, uint8_t *known, double *table, double *below_sum) {
@@ -832,88 +832,35 @@ static Py_ssize_t top_pruned(const Plain *q, const uint8_t *live, const int64_t 
         }
         order[j] = t;
     }
-    /* 1: the lead term's rows, each scored unless out of reach of the top k, then left out of the walk */
-    Py_ssize_t lead = order[n - 1];
-    const int32_t *lead_rows = q->terms[lead].rows.buf, *lead_tfs = q->terms[lead].tfs.buf;
-    below_sum[0] = 0.0; /* below_sum[j]: the bounds of order[0 .. j-1] summed, inflated as ``reach`` */
+    below_sum[0] = 0.0; /* below_sum[r]: the bounds of order[0 .. r-1] summed, inflated */
     for (Py_ssize_t j = 1; j < n; j++) below_sum[j] = (below_sum[j - 1] + ub[order[j - 1]]) * SAFE;
-    for (Py_ssize_t t = 0; t < n; t++) pos[t] = 0, known[t] = 0;
-    for (Py_ssize_t i = 0; i < q->terms[lead].n; i++) {
-        int64_t row = lead_rows[i];
-        if (row < 0 || row >= nrows) return -1;
-        if (!live[row] || marked(mark, row)) continue;
-        set_mark(mark, row); /* scored or out of reach: the walk below passes it by */
-        part_at[lead] = part_b0(q, table, lead, lead_tfs[i]);
-        Py_ssize_t j = n - 1; /* order[j .. n-1] looked up; the bounds of the rest still count */
-        double got = part_at[lead] * SAFE;
-        for (; j > 0 && (filled < k || (got + below_sum[j]) * SAFE >= heap[0].score); j--) {
-            Py_ssize_t t = order[j - 1];
-            const int32_t *rows = q->terms[t].rows.buf;
-            pos[t] = seek(rows, q->terms[t].n, pos[t], row);
-            part_at[t] = pos[t] < q->terms[t].n && rows[pos[t]] == row
-                             ? part_b0(q, table, t, ((const int32_t *)q->terms[t].tfs.buf)[pos[t]])
-                             : 0.0;
-            got = (got + part_at[t]) * SAFE;
+    for (Py_ssize_t r = n - 1; r >= 0; r--) { /* order[r]: the strongest term left */
+        Py_ssize_t term = order[r];
+        if (filled == k && (ub[term] + below_sum[r]) * SAFE < heap[0].score) break; /* nothing left reaches */
+        const int32_t *term_rows = q->terms[term].rows.buf, *term_tfs = q->terms[term].tfs.buf;
+        for (Py_ssize_t t = 0; t < n; t++) pos[t] = 0, part_at[t] = 0.0, known[t] = 1; /* stronger: absent */
+        for (Py_ssize_t i = 0; i < q->terms[term].n; i++) {
+            int64_t row = term_rows[i];
+            if (row < 0 || row >= nrows) return -1;
+            if (!live[row] || marked(mark, row)) continue;
+            set_mark(mark, row); /* scored or out of reach: no later term's pass comes back to it */
+            part_at[term] = part_b0(q, table, term, term_tfs[i]);
+            Py_ssize_t j = r; /* order[j .. r] looked up; the bounds of order[0 .. j-1] still count */
+            double got = part_at[term] * SAFE;
+            for (; j > 0 && (filled < k || (got + below_sum[j]) * SAFE >= heap[0].score); j--) {
+                Py_ssize_t t = order[j - 1];
+                const int32_t *rows = q->terms[t].rows.buf;
+                pos[t] = seek(rows, q->terms[t].n, pos[t], row);
+                part_at[t] = pos[t] < q->terms[t].n && rows[pos[t]] == row
+                                 ? part_b0(q, table, t, ((const int32_t *)q->terms[t].tfs.buf)[pos[t]])
+                                 : 0.0;
+                got = (got + part_at[t]) * SAFE;
+            }
+            if (j > 0) continue; /* below the k-th even with the terms not looked up at their best */
+            Hit h = {score_row(q, table, row, pos, part_at, known), labels[row]}; /* every part known: */
+            offer(heap, &filled, k, h);                                           /* summed in query order */
         }
-        if (j > 0) continue; /* below the k-th even with the terms not looked up at their best */
-        for (Py_ssize_t t = 0; t < n; t++) known[t] = 1; /* every part is in part_at: sum them in query order */
-        Hit h = {score_row(q, table, row, pos, part_at, known), labels[row]};
-        offer(heap, &filled, k, h);
     }
-    /* 2: the other rows, document at a time (WAND): the terms' cursors in row order; the pivot is
-       the first cursor at which the bounds of the cursors up to it reach the k-th best score; a row
-       before the pivot holds only terms whose bounds sum below it, so the cursors before the pivot
-       jump to it (galloping), and a row is scored only once every cursor before it stands there. */
-    double theta = filled == k ? heap[0].score : 0.0;
-    Py_ssize_t *by = order; /* reused: the terms with postings left, by their cursor's row */
-    Py_ssize_t live_terms = 0;
-    for (Py_ssize_t t = 0; t < n; t++) {
-        pos[t] = 0;
-        if (q->terms[t].n && t != lead) by[live_terms++] = t; /* every lead row is marked */
-    }
-#define ROW_AT(t) ((int64_t)((const int32_t *)q->terms[t].rows.buf)[pos[t]])
-    for (;;) {
-        for (Py_ssize_t i = 1; i < live_terms; i++) { /* insertion sort: nearly sorted after each step */
-            Py_ssize_t t = by[i], j = i;
-            while (j > 0 && ROW_AT(by[j - 1]) > ROW_AT(t)) {
-                by[j] = by[j - 1];
-                j--;
-            }
-            by[j] = t;
-        }
-        Py_ssize_t pivot = -1;
-        double reach = 0.0;
-        for (Py_ssize_t i = 0; i < live_terms; i++) {
-            reach = (reach + ub[by[i]]) * SAFE;
-            if (filled < k || reach >= theta) {
-                pivot = i;
-                break;
-            }
-        }
-        if (pivot < 0) break; /* no row left can reach the k-th, nor tie it */
-        int64_t row = ROW_AT(by[pivot]);
-        if (row < 0 || row >= nrows) return -1;
-        while (pivot + 1 < live_terms && ROW_AT(by[pivot + 1]) == row) pivot++; /* every cursor at the row */
-        if (ROW_AT(by[0]) < row) { /* cursors before the pivot: they jump to the pivot's row */
-            for (Py_ssize_t i = 0; i < pivot && ROW_AT(by[i]) < row; i++) {
-                Py_ssize_t t = by[i];
-                pos[t] = seek(q->terms[t].rows.buf, q->terms[t].n, pos[t], row);
-            }
-        } else { /* every cursor up to the pivot stands at the row: score it, if it may be */
-            for (Py_ssize_t t = 0; t < n; t++) known[t] = 0;
-            if (live[row] && !marked(mark, row)) {
-                Hit h = {score_row(q, table, row, pos, part_at, known), labels[row]};
-                offer(heap, &filled, k, h);
-                if (filled == k) theta = heap[0].score;
-            }
-            for (Py_ssize_t i = 0; i <= pivot; i++) pos[by[i]]++;
-        }
-        Py_ssize_t kept = 0; /* terms whose postings are all read drop out */
-        for (Py_ssize_t i = 0; i < live_terms; i++)
-            if (pos[by[i]] < q->terms[by[i]].n) by[kept++] = by[i];
-        live_terms = kept;
-    }
-#undef ROW_AT
     return filled;
 }
 

@@ -6,7 +6,7 @@ which every numpy path uses too), so the scores are the numpy reference's bit fo
 (``index.lexical_context.context_scored`` and ``index.lexical_topk.search_scored``, which tests
 hold it to). Same answers as those; on LoCoMo
 questions, side by side, 0.47 -> 0.31 ms p50 at 100k memories, 3.2 -> 1.7 ms at 1M; the kernel's
-per-row pruning of the lead term's rows then took 1M from 1.30 to 0.88 ms
+own-text top k by MaxScore, term at a time with a per-row test, then took 1M from 1.3 to 0.7-0.9 ms
 (benchmarks/results/lexical_kernel.md, ``--before``).
 
 One query: the context terms are spread to the keys that hold them (``Kernel.spread``, giving each
@@ -31,7 +31,7 @@ from mempager.index.lexquery import idf_weights, query_ids
 
 Int32s = npt.NDArray[np.int32]
 _NO_ROWS = np.zeros(0, np.int64)
-# From this many rows a search (b = 0) prunes (WAND, document at a time) instead of summing every
+# From this many rows a search (b = 0) prunes (MaxScore, term at a time) instead of summing every
 # posting into a row accumulator; below, the accumulator fits the cache and summing costs fewer steps
 # a posting. Measured on LoCoMo questions (the kernel's own-text part): at 100k rows summing 0.14 vs
 # pruning 0.17 ms, at 1M pruning 1.7 vs summing 4.6 ms (the whole search).

@@ -803,7 +803,7 @@ static inline double score_row(const Plain *q, const double *table, int64_t row,
  * plus those of all weaker terms falls below the k-th best, no row left can reach it: the search
  * stops, usually before the common terms' long postings are read. The first term (usually the
  * rarest) fills the top k with strong rows at once; at 1M memories 5.3k of a query's 6k rows of it
- * stop before being scored, most before their second lookup. Exact scores sum the parts in query
+ * stop before being scored. Exact scores sum the parts in query
  * order, as the full scan; bounds are inflated (``SAFE``), so no rounding of a sum in another order
  * drops a row that belongs in the top k or ties the k-th (ties go to the lower label, as the full
  * scan's). Returns the hits in ``heap`` (unsorted), -1 on a row outside ``nrows``.

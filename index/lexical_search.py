@@ -6,8 +6,8 @@ which every numpy path uses too), so the scores are the numpy reference's bit fo
 (``index.lexical_context.context_scored`` and ``index.lexical_topk.search_scored``, which tests
 hold it to). Same answers as those; on LoCoMo
 questions, side by side, 0.47 -> 0.31 ms p50 at 100k memories, 3.2 -> 1.7 ms at 1M; the kernel's
-own-text top k by MaxScore, term at a time with a per-row test, then took 1M from 1.3 to 0.7-0.9 ms
-(benchmarks/results/lexical_kernel.md, ``--before``).
+own-text top k by MaxScore, term at a time with a per-row test, then took 1M from 1.88 to 0.99 ms
+(benchmarks/results/lexical_kernel.md, ``--before df42269``).
 
 One query: the context terms are spread to the keys that hold them (``Kernel.spread``, giving each
 term's df over keys), scored per label (``Kernel.context``), the own-text terms scored per row and

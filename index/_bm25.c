@@ -774,19 +774,21 @@ static inline double part_b0(const Plain *q, const double *table, Py_ssize_t t, 
     return tf > 0 && tf < TABLE ? table[t * TABLE + tf] : part_of(q, t, 0, tf);
 }
 
+/* Term t's part of ``row`` (0.0 where it lacks the term), its cursor ``*at`` moved there by galloping. */
+static inline double part_found(const Plain *q, const double *table, Py_ssize_t t, int64_t row, Py_ssize_t *at) {
+    const int32_t *rows = q->terms[t].rows.buf;
+    *at = seek(rows, q->terms[t].n, *at, row);
+    return *at < q->terms[t].n && rows[*at] == row ? part_b0(q, table, t, ((const int32_t *)q->terms[t].tfs.buf)[*at])
+                                                   : 0.0;
+}
+
 /* Score ``row`` exactly (term by term in query order, as the full scan sums it), its parts for the
    terms in ``known`` given by ``part_at``, the others found by galloping from their cursors. */
 static inline double score_row(const Plain *q, const double *table, int64_t row, Py_ssize_t *pos, double *part_at,
                                const uint8_t *known) {
     double score = 0.0;
     for (Py_ssize_t t = 0; t < q->nterms; t++) {
-        if (!known[t]) {
-            const int32_t *rows = q->terms[t].rows.buf;
-            pos[t] = seek(rows, q->terms[t].n, pos[t], row);
-            part_at[t] = pos[t] < q->terms[t].n && rows[pos[t]] == row
-                             ? part_b0(q, table, t, ((const int32_t *)q->terms[t].tfs.buf)[pos[t]])
-                             : 0.0;
-        }
+        if (!known[t]) part_at[t] = part_found(q, table, t, row, &pos[t]);
         if (part_at[t] != 0.0) score += part_at[t]; /* a term the row lacks adds nothing, as in numpy */
     }
     return score;
@@ -849,11 +851,7 @@ static Py_ssize_t top_pruned(const Plain *q, const uint8_t *live, const int64_t 
             double got = part_at[term] * SAFE;
             for (; j > 0 && (filled < k || (got + below_sum[j]) * SAFE >= heap[0].score); j--) {
                 Py_ssize_t t = order[j - 1];
-                const int32_t *rows = q->terms[t].rows.buf;
-                pos[t] = seek(rows, q->terms[t].n, pos[t], row);
-                part_at[t] = pos[t] < q->terms[t].n && rows[pos[t]] == row
-                                 ? part_b0(q, table, t, ((const int32_t *)q->terms[t].tfs.buf)[pos[t]])
-                                 : 0.0;
+                part_at[t] = part_found(q, table, t, row, &pos[t]);
                 got = (got + part_at[t]) * SAFE;
             }
             if (j > 0) continue; /* below the k-th even with the terms not looked up at their best */

@@ -35,9 +35,9 @@ $(VENV)/.sources: FORCE | $(VENV)/.base
 	@find pager embedders index -name '*.py' -o -name 'py.typed' | LC_ALL=C sort > $@.new
 	@cmp -s $@.new $@ && rm -f $@.new || mv $@.new $@
 
-# index/*.c (the lexical lane's compiled kernel and token scan) is built in place by the same install: a change
-# to it rebuilds it
-$(VENV)/.linked: $(VENV)/.sources $(VENV)/.installed $(wildcard index/*.c)
+# index/*.c (the lexical lane's compiled kernel and token scan) and pager/lanes/*.c (score fusion) are built in
+# place by the same install: a change to one rebuilds them
+$(VENV)/.linked: $(VENV)/.sources $(VENV)/.installed $(wildcard index/*.c pager/lanes/*.c)
 	$(PIP) install -q --no-deps -e . $(EDITABLE)
 	touch $@
 

@@ -1,5 +1,6 @@
-"""Score fusion as columns: every candidate's score is computed in numpy, and its ``Fused`` record
-(the lane hits and completed scores a report shows) is built only when something reads it.
+"""Score fusion as columns: every candidate's score is computed at once (in the compiled kernel,
+``lanes/_fuse.c``, or its numpy reference ``_fuse_numpy``), and its ``Fused`` record (the lane hits
+and completed scores a report shows) is built only when something reads it.
 
 A page fault fuses ~100 candidates and shows ~8: building a record with a dict of ``LaneHit`` for
 each of the 100 was most of fusion's cost. ``FusedOrder`` is a ``Sequence[Fused]`` in fused order,
@@ -8,7 +9,10 @@ label and score columns instead and asks for records one by one.
 
 The arithmetic is the reference's (``fusion.fuse_scores``) operation for operation, in the same
 order, on float64: numpy's elementwise ``-``, ``*``, ``/`` and ``+`` round exactly like Python's
-floats, and adding 0.0 where a lane has nothing changes no total, so scores are bit-identical.
+floats, and adding 0.0 where a lane has nothing changes no total, so scores are bit-identical. The
+kernel does the same double operations in the same order (no fused multiply-add); at 100k memories
+it took fusion from 0.115 to ~0.02 ms of a retrieve, and the retrieve from 0.99 to 0.89 ms p50
+(benchmarks/results/retrieve_timeline.md).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
+from mempager.lanes import _fuse
 from mempager.types import LaneHit
 
 Floats = npt.NDArray[np.float64]
@@ -149,7 +154,63 @@ def fuse_order(
     weights: Mapping[str, float],
     semantic_floor: float,
 ) -> FusedOrder:
-    """``fusion.fuse_scores`` (see its docstring for the scoring), as a lazily built ``FusedOrder``."""
+    """``fusion.fuse_scores`` (see its docstring for the scoring), as a lazily built ``FusedOrder``.
+
+    The arithmetic runs in the compiled kernel (``lanes/_fuse.c``: the same numbers as
+    ``_fuse_numpy``, bit for bit); input the kernel does not take (a label that is not an ``int``,
+    a hit that is not a tuple, a NaN score) goes through ``_fuse_numpy``, which answers or fails as
+    it always has.
+    """
+    names = sorted(lanes)
+    unembedded = _as_dict(completions.get(UNEMBEDDED))
+    imputing = unembedded is not None and "semantic" in lanes and "lexical" in lanes
+    imputing = imputing and weights.get("semantic", 0.0) > 0
+    try:
+        got = _fuse.fuse(
+            [_as_list(lanes[lane]) for lane in names],
+            [_as_dict(completions.get(lane)) for lane in names],
+            [float(weights.get(lane, 0.0)) for lane in names],
+            names.index("semantic") if "semantic" in lanes else -1,
+            float(semantic_floor),
+            names.index("lexical") if "lexical" in lanes else -1,
+            unembedded if imputing else None,
+            float(weights["semantic"]) if imputing else 0.0,
+        )
+    except (TypeError, OverflowError):
+        got = None
+    if got is None:
+        return _fuse_numpy(lanes, completions, weights, semantic_floor)
+    labels_b, totals_b, order_b, ranks_b, values_b, present_b = got
+    labels = np.frombuffer(labels_b, np.int64)
+    totals = np.frombuffer(totals_b, np.float64)
+    m = len(labels)
+    ranks = np.frombuffer(ranks_b, np.int64).reshape(len(names), m)
+    values = np.frombuffer(values_b, np.float64).reshape(len(names), m)
+    present = np.frombuffer(present_b, np.bool_).reshape(len(names), m)
+    hit = ranks > 0
+    make = _Records(names, labels, totals, ranks, values, present)
+    return FusedOrder(labels, totals, np.frombuffer(order_b, np.int64), make, dict(zip(names, hit, strict=True)))
+
+
+def _as_list(hits: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    """A lane's hits as the kernel takes them: a list (the lanes' own answers already are)."""
+    return hits if isinstance(hits, list) else list(hits)
+
+
+def _as_dict(scores: Mapping[int, float] | None) -> dict[int, float] | None:
+    """A lane's completed scores as the kernel takes them: a dict, or None for none."""
+    if not scores:
+        return None
+    return scores if isinstance(scores, dict) else dict(scores)
+
+
+def _fuse_numpy(
+    lanes: Mapping[str, Sequence[tuple[int, float]]],
+    completions: Mapping[str, Mapping[int, float]],
+    weights: Mapping[str, float],
+    semantic_floor: float,
+) -> FusedOrder:
+    """``fuse_order`` in numpy: the kernel's reference, and the path for input the kernel does not take."""
     names = sorted(lanes)
     position: dict[int, int] = {}  # label -> candidate, in first-seen order
     lane_cands: list[Ints] = []
@@ -207,7 +268,8 @@ def fuse_order(
             totals[at[keep]] += (own[keep] - floor) * factor
     _impute_unembedded(totals, names, values, present, best, completions.get(UNEMBEDDED, {}), position, weights)
     order = np.lexsort((labels, -totals)).astype(np.int64)
-    make = _Records(names, labels, totals, list(zip(lane_cands, lane_ranks, strict=True)), values, present)
+    rank_rows = [_scatter(m, cands, rank) for cands, rank in zip(lane_cands, lane_ranks, strict=True)]
+    make = _Records(names, labels, totals, rank_rows, values, present)
     return FusedOrder(labels, totals, order, make, hit)
 
 
@@ -222,9 +284,9 @@ class _Records:
         names: Sequence[str],
         labels: Ints,
         totals: Floats,
-        ranks: Sequence[tuple[Ints, Ints]],  # per lane: the candidates it ranked, and their ranks
-        values: Sequence[Floats],
-        present: Sequence[Bools],
+        ranks: Sequence[Ints] | Ints,  # per lane (a list, or a matrix's rows): each candidate's rank there, 0 if none
+        values: Sequence[Floats] | Floats,  # per lane: each candidate's raw score (hit, else completed) ...
+        present: Sequence[Bools] | Bools,  # ... where there is one
     ) -> None:
         self._columns = (names, labels, totals, ranks, values, present)
         self._lists: tuple[list[int], list[float], list[tuple[str, list[int], list[float], list[bool]]]] | None = None
@@ -233,7 +295,7 @@ class _Records:
         if self._lists is None:
             names, labels, totals, ranks, values, present = self._columns
             lanes = [
-                (n, _scatter(len(labels), *r).tolist(), v.tolist(), p.tolist())
+                (n, r.tolist(), v.tolist(), p.tolist())
                 for n, r, v, p in zip(names, ranks, values, present, strict=True)
             ]
             self._lists = (labels.tolist(), totals.tolist(), lanes)

@@ -9,14 +9,11 @@ with the sanitizer's report, which the assertion shows.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
+
+from ..sanitizer_helpers import run_sanitized
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "index" / "_bm25.c"
@@ -67,60 +64,7 @@ print(checked)
 """
 
 
-def _runtime(name: str) -> str | None:
-    """The path gcc links its sanitizer runtime from, or None when it has none."""
-    if shutil.which("gcc") is None:
-        return None
-    done = subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True, text=True, check=False)
-    path = done.stdout.strip()
-    return path if done.returncode == 0 and os.path.isabs(path) and Path(path).is_file() else None
-
-
 @pytest.mark.slow
 def test_the_kernel_is_clean_under_address_and_undefined_behaviour_sanitizers(tmp_path: Path) -> None:
-    asan, ubsan = _runtime("libasan.so"), _runtime("libubsan.so")
-    if asan is None or ubsan is None:
-        pytest.skip(
-            "gcc with its AddressSanitizer and UBSan runtimes (Debian gcc) is needed to build the sanitized kernel"
-        )
-    built = tmp_path / ("_bm25" + str(sysconfig.get_config_var("EXT_SUFFIX")))
-    compiled = subprocess.run(
-        [
-            "gcc",
-            "-O1",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-fsanitize=address,undefined",
-            "-fno-sanitize-recover=undefined",
-            "-ffp-contract=off",
-            "-fPIC",
-            "-shared",
-            f"-I{sysconfig.get_paths()['include']}",
-            str(SOURCE),
-            "-o",
-            str(built),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert compiled.returncode == 0, compiled.stderr
-    env = {
-        **os.environ,
-        "LD_PRELOAD": f"{asan}:{ubsan}",
-        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=86",  # CPython's own allocations are not ours
-        "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONMALLOC": "malloc",  # the kernel's PyMem blocks through malloc, where the sanitizer sees them
-    }
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(built), "7", "60"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=900,
-        check=False,
-    )
-    assert child.returncode == 0, f"exit {child.returncode}\n{child.stdout[-3000:]}\n{child.stderr[-6000:]}"
-    assert int(child.stdout.strip().splitlines()[-1]) == 60 * 6 * 2  # every search compared, on both paths
+    out = run_sanitized(SOURCE, "mempager.index._bm25", CHILD, ["7", "60"], tmp_path)
+    assert int(out.strip().splitlines()[-1]) == 60 * 6 * 2  # every search compared, on both paths

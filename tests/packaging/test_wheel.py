@@ -194,14 +194,14 @@ def test_wheel_holds_every_source_file_at_its_mapped_path(wheel: Path) -> None:
     assert not extra, f"in the wheel but not in the repo: {extra}"
 
 
-@pytest.mark.parametrize("module", ["_bm25", "_tokens"])
+@pytest.mark.parametrize("module", ["index/_bm25", "index/_tokens", "lanes/_fuse"])
 def test_wheel_holds_the_compiled_modules_and_their_types(wheel: Path, module: str) -> None:
-    """index/_bm25.c and index/_tokens.c are built into the wheel (a platform wheel, then), each
-    with its stub for type checkers."""
+    """index/_bm25.c, index/_tokens.c and pager/lanes/_fuse.c are built into the wheel (a platform
+    wheel, then), each with its stub for type checkers."""
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-    assert [n for n in names if n.startswith(f"mempager/index/{module}.") and n.endswith(".so")], names
-    assert f"mempager/index/{module}.pyi" in names
+    assert [n for n in names if n.startswith(f"mempager/{module}.") and n.endswith(".so")], names
+    assert f"mempager/{module}.pyi" in names
     assert "-py3-none-any" not in wheel.name, wheel.name
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mempager.lanes.fused import UNEMBEDDED, Fused, FusedOrder, fuse_order
+from mempager.lanes import _fuse
+from mempager.lanes.fused import UNEMBEDDED, Fused, FusedOrder, _fuse_numpy, fuse_order
 from mempager.lanes.fusion import fuse_scores
 from mempager.types import LaneHit
 
@@ -85,6 +87,36 @@ def test_columnar_fusion_is_the_reference(lanes, completions, weights, floor) ->
     order = fuse_order(lanes, completions, weights, floor)
     assert order.labels() == [f.label for f in want] and order.scores() == [f.score for f in want]
     assert list(order[2:]) == want[2:] and order.records() == want
+    numpy_path = _fuse_numpy(lanes, completions, weights, floor)  # the kernel's reference, and its fallback
+    assert numpy_path.records() == want and numpy_path.labels() == order.labels()
+    for lane in lanes:
+        assert order.hit_by(lane).tolist() == numpy_path.hit_by(lane).tolist() == [lane in f.hits for f in want]
+
+
+def test_input_the_kernel_does_not_take_goes_the_numpy_way_with_the_same_answer() -> None:
+    lanes = {"semantic": [(1, 0.9), (2, 0.5)], "lexical": [(3, 7.0), (1, 3.5), (3, 1.0)], "salience": [(4, 0.6)]}
+    completions = {"lexical": {2: 0.5}, "semantic": {3: 0.2, 9: 0.95}, UNEMBEDDED: {4: 0.0}}
+    weights = {"semantic": 0.4, "lexical": 0.6, "salience": 0.2}
+    want = reference(lanes, completions, weights, 0.1)
+    as_numpy = {lane: [(np.int64(label), np.float32(score)) for label, score in hits] for lane, hits in lanes.items()}
+    as_lists = {lane: [[label, score] for label, score in hits] for lane, hits in lanes.items()}  # not tuples
+    as_floats = {lane: [(float(label), score) for label, score in hits] for lane, hits in lanes.items()}
+    for variant in (lanes, as_lists, as_floats):
+        assert fuse_scores(variant, completions, weights, 0.1) == want  # type: ignore[arg-type]
+    numpy_want = reference(as_numpy, completions, weights, 0.1)  # float32 scores, widened exactly
+    assert fuse_scores(as_numpy, completions, weights, 0.1) == numpy_want  # type: ignore[arg-type]
+    nan = {**lanes, "salience": [(4, float("nan"))]}  # a NaN score: the kernel leaves it to numpy
+    got, ref = fuse_order(nan, completions, weights, 0.1), _fuse_numpy(nan, completions, weights, 0.1)
+    assert got.labels() == ref.labels()
+
+
+def test_the_kernel_refuses_mismatched_lanes_with_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="one per lane"):
+        _fuse.fuse([[(1, 0.5)]], [], [1.0], -1, 0.0, -1, None, 0.0)
+    with pytest.raises(TypeError, match="tuple"):
+        _fuse.fuse([[[1, 0.5]]], [None], [1.0], -1, 0.0, -1, None, 0.0)
+    with pytest.raises(OverflowError):
+        _fuse.fuse([[(1 << 70, 0.5)]], [None], [1.0], -1, 0.0, -1, None, 0.0)
 
 
 def test_a_fused_order_reorders_and_wraps_a_list() -> None:

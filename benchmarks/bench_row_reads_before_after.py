@@ -1,7 +1,7 @@
 """Whole ``retrieve`` at 1M memories with the saved vector rows read in one compiled call (index/_rows.c)
 and with the per-row ``os.preadv`` loop it replaced patched back in, side by side.
 
-    HF_HUB_OFFLINE=1 python -m benchmarks.bench_row_reads_before_after [--size 1000000] [--store DIR]
+    HF_HUB_OFFLINE=1 python -m benchmarks.bench_row_reads_before_after [--sizes 1000000] [--store DIR]
         [--queries N] [--no-write]
 
 From ``RESIDENT_MAX_ROWS`` vectors the HNSW index reads the rows a search re-scores (~50) and a
@@ -30,11 +30,10 @@ from mempager import PagerConfig
 from mempager.errors import IndexStale
 from mempager.index import hnsw_rows
 
-from ._common import LOCOMO, git_state, percentiles, write_results
+from . import scale_stores
+from ._common import git_state, percentiles, write_results
 from .bench_fusion_before_after import _shown
-from .bench_hnsw import embeddings, locomo_texts
 from .bench_retrieve import ACTOR, NameOnly
-from .bench_scale import build
 
 BLOCK = 50
 ROUNDS = 2
@@ -106,24 +105,15 @@ def compare(path: Path, questions: list[str], qvecs: np.ndarray) -> dict[str, An
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--size", type=int, default=1_000_000)
-    parser.add_argument("--store", type=Path, help="a bench_scale --keep directory holding scale-SIZE.duckdb")
-    parser.add_argument("--queries", type=int, default=0, help="questions (default: all 1,986)")
-    parser.add_argument("--locomo", type=Path, default=LOCOMO)
-    parser.add_argument("--no-write", action="store_true", help="print the table, write no results files")
+    scale_stores.add_arguments(parser, [1_000_000])
     args = parser.parse_args()
-    turns, questions = locomo_texts(args.locomo)
-    docs, qvecs = embeddings(args.locomo)
-    if args.queries:
-        questions, qvecs = questions[: args.queries], qvecs[: args.queries]
+    work = scale_stores.workload(args)
+    questions = work.questions
     with tempfile.TemporaryDirectory(prefix="mempager-rows-") as scratch:
-        path = (args.store or Path(scratch)) / f"scale-{args.size}.duckdb"
-        if not path.exists():
-            if args.store is not None:
-                raise SystemExit(f"{path} is missing: keep it with bench_scale --keep, or leave out --store")
-            log(f"building {args.size:,} memories")
-            build(path, turns, docs, args.size)
-        row = compare(path, questions, qvecs)
+        paths = list(scale_stores.stores(args, work, Path(scratch), log))
+        if len(paths) != 1:
+            raise SystemExit("one size at a time: its rows must be read from the saved file (above 262,144)")
+        row = compare(paths[0], questions, work.vectors)
     if row["differ"]:
         raise SystemExit(f"{row['differ']} retrievals differ between the two ways of reading: not the same bytes")
     a, b = row["retrieve"]["preadv_loop"], row["retrieve"]["compiled"]
@@ -145,7 +135,7 @@ def main() -> None:
         ]
     )
     if not args.no_write:
-        write_results("row_reads_before_after", {"size": args.size, **row}, text)
+        write_results("row_reads_before_after", {"size": row["memories"], **row}, text)
     print(text)
 
 

@@ -140,7 +140,7 @@ LEVERS: dict[str, tuple[str, list[Override]]] = {
         [{"lex_before": 2, "lex_after": 2, "lex_decay": 0.5, "lex_ctx_share": s} for s in (0.02, 0.05, 0.1, 0.2)],
     ),
     "speaker lane": (
-        "a candidate whose speaker prefix (\"Caroline: ...\") the question names scores w more, an absolute "
+        'a candidate whose speaker prefix ("Caroline: ...") the question names scores w more, an absolute '
         "amount (a lane of weight w scoring 1; index/speakers.py); it adds no candidate",
         [{"speaker": w} for w in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)],
     ),

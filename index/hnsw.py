@@ -17,8 +17,11 @@
   when hnswlib finds fewer than k, or when the k-th place is tied. Scores are cosine similarities from
   our copy; equal scores rank the lower label first.
 * Concurrent searches; add/remove/resize/swap exclude them (hnswlib crashes on a search during an insert).
-* ``save``/``load`` keep a manifest with owner ``meta``; ``load`` checks format, shape, parameters, meta
-  and checksums before hnswlib reads a byte (``hnsw_load``), and raises IndexStale naming every difference.
+* ``save``/``load`` keep a manifest with owner ``meta``; ``load`` checks format, shape, meta and
+  checksums before hnswlib reads a byte (``hnsw_load``), and raises IndexStale naming every difference.
+* M and ef_construction are the graph's: ``M``/``ef_construction`` given here build every new graph
+  (a fresh index, ``rebuild()``), while a loaded graph keeps the ones it was built with, so a changed
+  default never forces a rebuild at open (an hour's work at 1M); its search width follows its own M.
 """
 
 from __future__ import annotations
@@ -61,8 +64,8 @@ class HnswIndex:
         *,
         M: int = 16,
         ef_construction: int = 200,
-        ef: int = 128,  # recall@10 0.97 at 100k real MiniLM vectors (0.93 at 64) for +0.03 ms
-        ef_per_million: int = 0,  # ef grows with the live rows: at least this much per million
+        ef: int | None = 128,  # the least search width (None: as measured for the graph's M)
+        ef_per_million: int | None = 0,  # ef grows with the live rows (None: as measured for the graph's M)
         max_deleted_share: float = 0.2,
         initial_capacity: int = 1024,
         exact_below: int = 1024,
@@ -71,9 +74,11 @@ class HnswIndex:
     ) -> None:
         for name, value, low in (("dim", dim, 1), ("M", M, 2), ("ef_construction", ef_construction, 1)):
             check_int(name, value, low)
+        if ef_per_million is not None:
+            check_int("ef_per_million", ef_per_million, 0)
+        if ef is not None:
+            check_int("ef", ef, 1)
         for name, value, low in (
-            ("ef", ef, 1),
-            ("ef_per_million", ef_per_million, 0),
             ("initial_capacity", initial_capacity, 1),
             ("exact_below", exact_below, 0),
         ):
@@ -98,29 +103,34 @@ class HnswIndex:
 
     @property
     def M(self) -> int:
-        return self._M
+        """The graph's M (a loaded graph's own; ``rebuild()`` builds with the M given at construction)."""
+        return self._state.m
 
     @property
     def ef_construction(self) -> int:
-        return self._ef_construction
+        return self._state.ef_construction
 
     @property
     def ef(self) -> int:
-        """The least search width; a large graph searches wider (``ef_per_million``)."""
-        return self._width.floor
+        """The least search width in use (for the graph's M, unless one was set); a large graph
+        searches wider (``ef_per_million``)."""
+        return self._width.floor_for(self._state.m)
 
     @ef.setter
-    def ef(self, value: int) -> None:
-        check_int("ef", value, 1)
+    def ef(self, value: int | None) -> None:
+        if value is not None:
+            check_int("ef", value, 1)
         self._set_width(replace(self._width, floor=value))
 
     @property
     def ef_per_million(self) -> int:
-        return self._width.per_million
+        """The search width per million live vectors in use (for the graph's M, unless one was set)."""
+        return self._width.per_million_for(self._state.m)
 
     @ef_per_million.setter
-    def ef_per_million(self, value: int) -> None:
-        check_int("ef_per_million", value, 0)
+    def ef_per_million(self, value: int | None) -> None:
+        if value is not None:
+            check_int("ef_per_million", value, 0)
         self._set_width(replace(self._width, per_million=value))
 
     @property
@@ -367,8 +377,8 @@ class HnswIndex:
             manifest = Manifest(
                 kind=KIND,
                 dim=self._dim,
-                M=self._M,
-                ef_construction=self._ef_construction,
+                M=state.m,
+                ef_construction=state.ef_construction,
                 count=len(state.rows),
                 rows=state.size,
                 deleted=state.deleted,
@@ -415,7 +425,7 @@ class HnswIndex:
                 f"no manifest in {directory}: the index was never saved there or its save "
                 "did not finish; rebuild it from the store"
             )
-        ours = {"kind": KIND, "dim": self._dim, "M": self._M, "ef_construction": self._ef_construction}
+        ours = {"kind": KIND, "dim": self._dim}  # M and ef_construction: the saved graph's own
         hnsw_load.check_manifest(manifest, ours, self.meta if expect_meta is None else expect_meta, directory)
         with self._mutate:
             fresh = self._read(directory, manifest)
@@ -432,6 +442,11 @@ class HnswIndex:
         graph = self._graph_of(checked, capacity)
         if graph.element_count != n:
             raise IndexStale(f"{checked.graph} holds {graph.element_count} rows, the manifest says {n}; rebuild it")
+        if (graph.M, graph.ef_construction) != (manifest.M, manifest.ef_construction):
+            raise IndexStale(
+                f"{checked.graph} was built with M={graph.M}, ef_construction={graph.ef_construction}, the "
+                f"manifest says M={manifest.M}, ef_construction={manifest.ef_construction}; rebuild it"
+            )
         labels, live = checked.labels, checked.live
         rows = LabelRows()
         rows.set_many(labels[live], np.flatnonzero(live))

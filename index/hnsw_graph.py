@@ -34,21 +34,44 @@ def translated(action: str) -> Iterator[None]:
         raise IndexStale(f"hnswlib failed to {action} ({exc}); rebuild the index from the store") from exc
 
 
+# The search width measured for a graph's M (the row of the largest M at or below it), on 384-d
+# MiniLM-like vectors (benchmarks/results/hnsw_m.md): (M, floor, per million live vectors).
+# * floor: recall@10 at 100k 0.994 at M=16 with ef 128, 0.995 at M=32 with ef 96 (0.22 ms each);
+# * per million: recall@10 >= 0.95 at 1M: 0.958 at M=16 with ef 600, 0.964 at M=32 with ef 240,
+#   where M=32 searches in half the time.
+# A graph keeps the M it was built with, so the width follows the graph, not the config.
+MEASURED_WIDTH = ((32, 96, 240), (0, 128, 600))
+
+
+def measured_floor(m: int) -> int:
+    return next(floor for least, floor, _ in MEASURED_WIDTH if m >= least)
+
+
+def measured_per_million(m: int) -> int:
+    return next(width for least, _, width in MEASURED_WIDTH if m >= least)
+
+
 @dataclass(frozen=True)
 class Width:
     """The search width (hnswlib's ef) for a graph of some live rows.
 
     A graph of fixed M recalls less as it grows: on 384-d MiniLM-like vectors recall@10 at ef 128
-    is 0.99 at 100k but 0.84 at 1M, where ef 512 gives 0.95 (benchmarks/results/scale.md). So ef
-    grows in proportion to the live rows, ``per_million`` per million, and a small graph keeps
-    ``floor``.
+    is 0.99 at 100k but 0.84 at 1M with M=16, where ef 512 gives 0.95 (benchmarks/results/scale.md).
+    So ef grows in proportion to the live rows, ``per_million`` per million, and a small graph
+    keeps ``floor``; either None: the width measured for the graph's M (``MEASURED_WIDTH``).
     """
 
-    floor: int
-    per_million: int = 0
+    floor: int | None
+    per_million: int | None = 0
 
-    def for_rows(self, live: int) -> int:
-        return max(self.floor, -(-self.per_million * live // 1_000_000))
+    def floor_for(self, m: int) -> int:
+        return measured_floor(m) if self.floor is None else self.floor
+
+    def per_million_for(self, m: int) -> int:
+        return measured_per_million(m) if self.per_million is None else self.per_million
+
+    def for_rows(self, live: int, m: int) -> int:
+        return max(self.floor_for(m), -(-self.per_million_for(m) * live // 1_000_000))
 
 
 @dataclass(eq=False)
@@ -64,13 +87,22 @@ class GraphState:
     ef: int = 0  # the search width set on ``graph`` (``tune``)
 
     @property
+    def m(self) -> int:
+        """The M this graph was built with (a loaded graph keeps its own, whatever the config says)."""
+        return int(self.graph.M)
+
+    @property
+    def ef_construction(self) -> int:
+        return int(self.graph.ef_construction)
+
+    @property
     def deleted(self) -> int:
         return self.size - len(self.rows)
 
     def tune(self, width: Width) -> None:
         """Set hnswlib's search width for the live rows. The caller holds the index's write lock
         (hnswlib reads ef during every search), or owns a state no search sees yet."""
-        target = width.for_rows(len(self.rows))
+        target = width.for_rows(len(self.rows), self.m)
         if target != self.ef:
             with translated("set the search width"):
                 self.graph.set_ef(target)

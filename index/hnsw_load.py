@@ -55,8 +55,8 @@ class Checked:
 def check_manifest(
     manifest: Manifest, ours: Mapping[str, Any], expect_meta: Mapping[str, Any], directory: Path
 ) -> None:
-    """IndexStale naming every way the save ``manifest`` describes is not one of ``ours`` (its kind,
-    dim, M, ef_construction), for ``expect_meta``, in a layout this version reads."""
+    """IndexStale naming every way the save ``manifest`` describes is not one of ``ours`` (some of
+    its kind, dim, M, ef_construction), for ``expect_meta``, in a layout this version reads."""
     saved = {"kind": manifest.kind, "dim": manifest.dim, "M": manifest.M, "ef_construction": manifest.ef_construction}
     problems = [f"{name} is {saved[name]!r}, expected {want!r}" for name, want in ours.items() if saved[name] != want]
     problems += persist.meta_differences(manifest.meta, expect_meta)

@@ -155,16 +155,20 @@ class PagerConfig:
     embed_max_attempts: int = 5
     embed_backoff_seconds: float = 0.1  # wait before the 2nd try; doubles per try
     embed_max_backoff_seconds: float = 30.0  # cap on any wait, between tries and between rounds
-    # the semantic lane's HNSW graph (index.hnsw): M and ef_construction are fixed when the graph
-    # is built (a saved index built with others is rebuilt); ef trades query time for recall
-    # (recall@10 0.97 at 100k real MiniLM vectors at 128, 0.93 at 64, for +0.03 ms)
-    hnsw_m: int = 16
+    # the semantic lane's HNSW graph (index.hnsw): M and ef_construction are fixed when a graph
+    # is built; a saved graph keeps its own until it is rebuilt (tombstones past
+    # hnsw_max_deleted_share, or its <store>.index removed), so a changed M never costs a rebuild
+    # at open. M=32 recalls 0.964@10 at 1M where M=16 recalls 0.958 in 1.4x the retrieve time, for
+    # 128 more bytes of graph a vector (benchmarks/results/hnsw_m.md).
+    hnsw_m: int = 32
     hnsw_ef_construction: int = 200
-    hnsw_ef: int = 128
-    # ... and grows with the graph, to at least this much per million live vectors: a graph of
-    # fixed M recalls less as it grows (recall@10 at ef 128: 0.99 at 100k, 0.84 at 1M; ef 512
-    # gives 0.95 there, 640 0.96: benchmarks/results/scale.md). 0: ef stays hnsw_ef at any size.
-    hnsw_ef_per_million: int = 600
+    # ef, the search width, trades query time for recall: the least one, and how much it grows per
+    # million live vectors (a graph of fixed M recalls less as it grows: M=16 at ef 128 0.99 at
+    # 100k, 0.84 at 1M). None: the width measured for the graph's own M
+    # (index.hnsw_graph.MEASURED_WIDTH: 128 + 600 per million at M=16, 96 + 240 at M=32).
+    # hnsw_ef_per_million 0: ef stays at its least at any size.
+    hnsw_ef: int | None = None
+    hnsw_ef_per_million: int | None = None
     hnsw_max_deleted_share: float = 0.2  # rebuild the graph once tombstones exceed this share
     # erasure: a hard forget takes the memory out of every lane at once; the bytes left in the
     # files (store file, saved indexes) are erased by a background pass this many seconds after
@@ -213,7 +217,6 @@ class PagerConfig:
             "embed_batch_size",
             "embed_max_attempts",
             "hnsw_ef_construction",
-            "hnsw_ef",
             "established_applications",
             "proven_applications",
             "antipattern_min_failures",
@@ -234,9 +237,20 @@ class PagerConfig:
         every = self.identity_every_turns
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ConfigError(f"identity_every_turns must be an integer >= 0 (0: never), got {every!r}")
+        if self.hnsw_ef is not None and (
+            isinstance(self.hnsw_ef, bool) or not isinstance(self.hnsw_ef, int) or self.hnsw_ef < 1
+        ):
+            raise ConfigError(
+                f"hnsw_ef must be a positive integer or None (as measured for the graph's M), got {self.hnsw_ef!r}"
+            )
         per_million = self.hnsw_ef_per_million
-        if isinstance(per_million, bool) or not isinstance(per_million, int) or per_million < 0:
-            raise ConfigError(f"hnsw_ef_per_million must be an integer >= 0 (0: a fixed ef), got {per_million!r}")
+        if per_million is not None and (
+            isinstance(per_million, bool) or not isinstance(per_million, int) or per_million < 0
+        ):
+            raise ConfigError(
+                "hnsw_ef_per_million must be an integer >= 0 (0: a fixed ef) or None (as measured for "
+                f"the graph's M), got {per_million!r}"
+            )
         if isinstance(self.embed_workers, bool) or not isinstance(self.embed_workers, int) or self.embed_workers < 0:
             raise ConfigError(f"embed_workers must be an integer >= 0, got {self.embed_workers!r}")
         for flag in ("defer_model_load", "adopt_embedder"):
@@ -355,11 +369,14 @@ class PagerConfig:
                 values[f.name] = raw.strip()
             elif f.type in ("bool", bool):
                 values[f.name] = _flag(f"MEMPAGER_{f.name.upper()}", raw)
-            elif f.type in ("int", int):
+            elif f.type in ("int | None",) and raw.strip().lower() in ("", "auto"):
+                values[f.name] = None
+            elif f.type in ("int", int, "int | None"):
                 try:
                     values[f.name] = int(raw)
                 except ValueError as exc:
-                    raise ConfigError(f"MEMPAGER_{f.name.upper()} must be an integer, got {raw!r}") from exc
+                    extra = " or 'auto'" if f.type == "int | None" else ""
+                    raise ConfigError(f"MEMPAGER_{f.name.upper()} must be an integer{extra}, got {raw!r}") from exc
             elif f.type in ("float", float):
                 try:
                     values[f.name] = float(raw)

@@ -31,6 +31,7 @@ from mempager.embedders.settings import EmbedderSettings
 from mempager.errors import ConfigError, PagerError
 from mempager.llm.settings import LLMSettings
 from mempager.settings_docs import (
+    AUTO,
     CLI,
     DEFAULT_STORE,
     EMBEDDER,
@@ -77,6 +78,8 @@ def settings() -> list[Setting]:
     for f in _pager_fields():
         group, description = _PAGER_DOCS.get(f.name, (EMBEDDING, ""))
         default = f.default if isinstance(f.default, (str, int, float, bool)) else None
+        if f.type == "int | None" and f.default is None:
+            default = AUTO
         rows.append(Setting(f"MEMPAGER_{f.name.upper()}", f.name, default, description, group))
     embedder_fields = {f.name: f for f in dataclasses.fields(EmbedderSettings)}
     texts = [(env, name, description) for env, name, description in _EMBEDDER_TEXT]
@@ -123,7 +126,8 @@ def _read(given: Mapping[str, str]) -> dict[tuple[str, str], Value]:
     values: dict[tuple[str, str], Value] = {}
     for s in settings():
         if s.read_by == PAGER:
-            values[s.env, s.name] = getattr(cfg, s.name)
+            value = getattr(cfg, s.name)
+            values[s.env, s.name] = AUTO if value is None and s.default == AUTO else value
         elif s.read_by == EMBEDDER:
             values[s.env, s.name] = getattr(emb, s.name)
         elif s.read_by == LLM_READER:

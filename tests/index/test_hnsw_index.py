@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,8 @@ import pytest
 from mempager.errors import ConfigError, IndexStale, InvalidInput, NonFiniteVector
 from mempager.index.exact import ExactIndex
 from mempager.index.hnsw import HnswIndex
-from mempager.index.manifest import MANIFEST_NAME, Manifest, read_manifest
+from mempager.index.hnsw_graph import measured_floor, measured_per_million
+from mempager.index.manifest import MANIFEST_NAME, Manifest, read_manifest, write_manifest
 
 MakeVectors = Callable[..., np.ndarray]
 
@@ -171,6 +173,27 @@ def test_search_width_grows_with_the_live_rows_and_reaches_hnswlib(tmp_path: Pat
         HnswIndex(8, ef_per_million=-1)
 
 
+@pytest.mark.parametrize("m", [2, 16, 24, 32, 48])
+def test_the_default_search_width_follows_the_graphs_own_m(tmp_path: Path, make_vectors: MakeVectors, m: int) -> None:
+    """ef / ef_per_million None: the width measured for the graph's M (benchmarks/results/hnsw_m.md),
+    also for a graph loaded into an index that would build another M."""
+    floor, per_million = (96, 240) if m >= 32 else (128, 600)
+    assert (measured_floor(m), measured_per_million(m)) == (floor, per_million)
+    small = HnswIndex(8, M=m, ef=None, ef_per_million=None)
+    small.add(np.arange(50), make_vectors(50, 8))
+    assert (small.ef, small.search_ef) == (floor, floor) == (floor, small._state.graph.ef)
+    index = HnswIndex(8, M=m, ef=1, ef_per_million=None)
+    index.add(np.arange(5_000), make_vectors(5_000, 8))
+    assert index.ef_per_million == per_million
+    assert index.search_ef == -(-per_million * 5_000 // 1_000_000) == index._state.graph.ef
+    index.save(tmp_path)
+    other = HnswIndex(8, M=64 if m < 32 else 16, ef=1, ef_per_million=None)
+    other.load(tmp_path)
+    assert (other.M, other.ef_per_million, other.search_ef) == (m, per_million, index.search_ef)
+    other.ef_per_million = 1_000_000  # one set explicitly wins over the measured one
+    assert other.search_ef == 5_000
+
+
 def test_meta_is_saved_checked_and_adopted(tmp_path: Path, make_vectors: MakeVectors) -> None:
     index = HnswIndex(8, meta={"model": "st:all-MiniLM-L6-v2", "actor": "neo"})
     index.add(np.arange(5), make_vectors(5, 8))
@@ -208,10 +231,46 @@ def test_manifest_records_the_index(tmp_path: Path, make_vectors: MakeVectors) -
     for entry in manifest.files.values():
         assert (tmp_path / entry.name).stat().st_size == entry.size
 
-    with pytest.raises(IndexStale, match="M is 12, expected 16"):
-        HnswIndex(8).load(tmp_path)
     with pytest.raises(IndexStale, match="dim is 8, expected 9"):
         HnswIndex(9, M=12, ef_construction=50).load(tmp_path)
+
+
+def test_a_saved_graph_keeps_its_own_m_until_it_is_rebuilt(tmp_path: Path, make_vectors: MakeVectors) -> None:
+    """M and ef_construction are fixed in a graph: a load keeps the saved graph's (no rebuild at
+    open when the default changes), saves record them, and a rebuild builds with the index's own."""
+    vectors = make_vectors(300, 8)
+    old = HnswIndex(8, M=12, ef_construction=50, exact_below=0)
+    old.add(np.arange(300), vectors)
+    old.save(tmp_path)
+    queries = make_vectors(20, 8, seed=5)
+    before = [old.search(q, 5) for q in queries]
+
+    index = HnswIndex(8, M=20, ef_construction=60, exact_below=0)
+    index.load(tmp_path)
+    assert (index.M, index.ef_construction) == (12, 50) == (index._state.graph.M, index._state.graph.ef_construction)
+    assert [index.search(q, 5) for q in queries] == before
+    index.add(np.array([300]), make_vectors(1, 8, seed=9))
+    index.save(tmp_path)
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None and (manifest.M, manifest.ef_construction) == (12, 50)
+
+    index.rebuild()
+    assert (index.M, index.ef_construction) == (20, 60) == (index._state.graph.M, index._state.graph.ef_construction)
+    assert len(index) == 301
+    index.save(tmp_path)
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None and (manifest.M, manifest.ef_construction) == (20, 60)
+
+
+def test_a_manifest_that_misstates_the_graphs_m_is_refused(tmp_path: Path, make_vectors: MakeVectors) -> None:
+    index = HnswIndex(8, M=12, ef_construction=50)
+    index.add(np.arange(40), make_vectors(40, 8))
+    index.save(tmp_path)
+    manifest = read_manifest(tmp_path)
+    assert manifest is not None
+    write_manifest(tmp_path, dataclasses.replace(manifest, M=16))
+    with pytest.raises(IndexStale, match="built with M=12, ef_construction=50, the manifest says M=16"):
+        HnswIndex(8, M=12, ef_construction=50).load(tmp_path)
 
 
 def test_repeated_saves_leave_one_set_of_files(tmp_path: Path, make_vectors: MakeVectors) -> None:

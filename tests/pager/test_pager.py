@@ -203,6 +203,9 @@ def test_page_report_explains_cuts(hash_pager) -> None:  # type: ignore[no-untyp
         ("hnsw_ef", True),
         ("hnsw_ef_per_million", -1),
         ("hnsw_ef_per_million", 1.5),
+        ("hnsw_ef_per_million", "auto"),
+        ("hnsw_ef", 0),
+        ("hnsw_ef", "auto"),
         ("hnsw_max_deleted_share", 0.0),
         ("hnsw_max_deleted_share", 1.5),
         ("hnsw_max_deleted_share", "0.2"),
@@ -227,9 +230,9 @@ def test_a_backoff_cap_below_the_first_backoff_is_refused() -> None:
 def test_hnsw_and_retry_settings_reach_the_lane_and_the_workers(store_path: Path) -> None:
     default = PagerConfig()
     assert (default.hnsw_m, default.hnsw_ef_construction, default.hnsw_ef, default.hnsw_max_deleted_share) == (
-        16,
+        32,
         200,
-        128,
+        None,  # as measured for the graph's M
         0.2,
     )
     cfg = PagerConfig(
@@ -270,6 +273,33 @@ def test_float_settings_are_read_from_the_environment() -> None:
     assert (cfg.hnsw_ef, cfg.embed_max_backoff_seconds, cfg.hnsw_max_deleted_share) == (200, 2.5, 0.3)
     with pytest.raises(mempager.ConfigError, match="MEMPAGER_EMBED_BACKOFF_SECONDS must be a number, got 'soon'"):
         PagerConfig.from_env({"MEMPAGER_EMBED_BACKOFF_SECONDS": "soon"})
+
+
+def test_the_search_width_per_million_is_read_from_the_environment_or_left_to_the_graph() -> None:
+    assert PagerConfig().hnsw_ef_per_million is None
+    assert PagerConfig.from_env({"MEMPAGER_HNSW_EF_PER_MILLION": "900"}).hnsw_ef_per_million == 900
+    assert PagerConfig.from_env({"MEMPAGER_HNSW_EF_PER_MILLION": "auto"}).hnsw_ef_per_million is None
+    assert PagerConfig.from_env({"MEMPAGER_HNSW_EF_PER_MILLION": "0"}).hnsw_ef_per_million == 0
+    assert PagerConfig.from_env({"MEMPAGER_HNSW_EF": "auto"}).hnsw_ef is None
+    with pytest.raises(mempager.ConfigError, match="MEMPAGER_HNSW_EF_PER_MILLION must be an integer or 'auto'"):
+        PagerConfig.from_env({"MEMPAGER_HNSW_EF_PER_MILLION": "wide"})
+
+
+def test_a_saved_graph_of_another_m_is_served_not_rebuilt_at_open(store_path: Path) -> None:
+    """Changing hnsw_m (or its default) does not rebuild a saved graph at open: it keeps its own M
+    and searches with the width measured for that M; a rebuild then takes the configured M."""
+    old = PagerConfig(embedder="hash", hnsw_m=16)
+    with mempager.open(store_path, actor="neo", config=old) as p:
+        p.remember_many([{"type": "fact", "text": f"fact number {i}"} for i in range(40)])
+        assert p.sync(timeout=30)
+        before = [m.uri for m in p.retrieve("fact number 7")]
+    with mempager.open(store_path, actor="neo", config=PagerConfig(embedder="hash")) as p:
+        assert p.semantic.opened_how.startswith("loaded")
+        index = p.semantic.index
+        assert (index.M, index.ef, index.ef_per_million, index.search_ef) == (16, 128, 600, 128)
+        assert [m.uri for m in p.retrieve("fact number 7")] == before
+        index.rebuild()
+        assert (index.M, index.ef, index.ef_per_million, index.search_ef) == (32, 96, 240, 96)
 
 
 def test_a_write_that_notifies_before_the_worker_waits_is_not_slept_through(hash_pager) -> None:  # type: ignore[no-untyped-def]

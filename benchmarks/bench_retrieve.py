@@ -45,6 +45,7 @@ import numpy as np
 import mempager
 from mempager import PagerConfig
 from mempager.errors import EmbedderError
+from mempager.index.hnsw_graph import measured_floor
 from mempager.lanes.salience import params_from_config
 from mempager.store.duckdb import open_store
 
@@ -423,7 +424,11 @@ def bench_size(
     fetched_labels, fetched = p.store.vectors(ACTOR, MODEL)
     fetch_s = time.perf_counter() - start
     fresh = HnswIndex(
-        fetched.shape[1], M=_CFG.hnsw_m, ef_construction=_CFG.hnsw_ef_construction, ef=_CFG.hnsw_ef
+        fetched.shape[1],
+        M=_CFG.hnsw_m,
+        ef_construction=_CFG.hnsw_ef_construction,
+        ef=_CFG.hnsw_ef,
+        ef_per_million=_CFG.hnsw_ef_per_million,
     )  # the lane's parameters
     start = time.perf_counter()
     fresh.add(fetched_labels, fetched)
@@ -644,7 +649,8 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "|---|" + "---|" * len(rows),
     ]
     facts: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
-        (f"HNSW recall@10 vs exact (semantic lane, ef={_CFG.hnsw_ef})", lambda r: r["recall_at_10"]),
+        (f"HNSW recall@10 vs exact (semantic lane, ef {measured_floor(_CFG.hnsw_m)} at M={_CFG.hnsw_m})",
+         lambda r: r["recall_at_10"]),
         ("Chroma recall@10 vs exact (defaults)", lambda r: r["chroma_recall_at_10"]),
         (f"HNSW build s (M={_CFG.hnsw_m}, ef_construction={_CFG.hnsw_ef_construction})", lambda r: r["hnsw_build_s"]),
         ("Chroma add s (same vectors + metadata)", lambda r: r["chroma_build_s"]),

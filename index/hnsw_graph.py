@@ -35,8 +35,8 @@ def translated(action: str) -> Iterator[None]:
 
 
 # The search width measured for a graph's M (the row of the largest M at or below it), on 384-d
-# MiniLM-like vectors (benchmarks/results/hnsw_m.md): (M, floor, per million live vectors).
-# * floor: recall@10 at 100k 0.994 at M=16 with ef 128, 0.995 at M=32 with ef 96 (0.22 ms each);
+# MiniLM-like vectors (benchmarks/results/hnsw_m_before_after.md): (M, floor, per million live vectors).
+# * floor: recall@10 at 100k 0.994 at M=16 with ef 128, 0.995 at M=32 with ef 96, in about the same search time;
 # * per million: recall@10 >= 0.95 at 1M: 0.958 at M=16 with ef 600, 0.964 at M=32 with ef 240,
 #   where M=32 searches in half the time.
 # A graph keeps the M it was built with, so the width follows the graph, not the config.

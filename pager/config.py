@@ -158,8 +158,8 @@ class PagerConfig:
     # the semantic lane's HNSW graph (index.hnsw): M and ef_construction are fixed when a graph
     # is built; a saved graph keeps its own until it is rebuilt (tombstones past
     # hnsw_max_deleted_share, or its <store>.index removed), so a changed M never costs a rebuild
-    # at open. M=32 recalls 0.964@10 at 1M where M=16 recalls 0.958 in 1.4x the retrieve time, for
-    # 128 more bytes of graph a vector (benchmarks/results/hnsw_m.md).
+    # at open. M=32 recalls 0.964@10 at 1M where M=16 recalls 0.958 in 1.35x the retrieve time, for
+    # 128 more bytes of graph a vector (benchmarks/results/hnsw_m_before_after.md).
     hnsw_m: int = 32
     hnsw_ef_construction: int = 200
     # ef, the search width, trades query time for recall: the least one, and how much it grows per

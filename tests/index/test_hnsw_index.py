@@ -175,7 +175,7 @@ def test_search_width_grows_with_the_live_rows_and_reaches_hnswlib(tmp_path: Pat
 
 @pytest.mark.parametrize("m", [2, 16, 24, 32, 48])
 def test_the_default_search_width_follows_the_graphs_own_m(tmp_path: Path, make_vectors: MakeVectors, m: int) -> None:
-    """ef / ef_per_million None: the width measured for the graph's M (benchmarks/results/hnsw_m.md),
+    """ef / ef_per_million None: the width measured for the graph's M (benchmarks/results/hnsw_m_before_after.md),
     also for a graph loaded into an index that would build another M."""
     floor, per_million = (96, 240) if m >= 32 else (128, 600)
     assert (measured_floor(m), measured_per_million(m)) == (floor, per_million)

@@ -24,7 +24,8 @@ CLI = "mempager CLI"
 SERVER = "mempager serve (MCP server)"
 
 # The string fields ``PagerConfig.from_env`` reads as they are; every other field it reads is an
-# int, float or bool. Mappings, tuples and callables are set in code only.
+# int, float or bool, or an int that may be None (written ``auto``: the value follows from something
+# else, as the HNSW search width from the graph's M). Mappings, tuples and callables are set in code only.
 PAGER_CHOICES = ("embedder", "memory_mode", "salience_mode", "fusion")
 PAGER_TYPES = ("int", "float", "bool", int, float, bool, "int | None")
 AUTO = "auto"  # how an ``int | None`` field's None is written: its value follows from something else

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -235,7 +236,9 @@ def test_manifest_records_the_index(tmp_path: Path, make_vectors: MakeVectors) -
         HnswIndex(9, M=12, ef_construction=50).load(tmp_path)
 
 
-def test_a_saved_graph_keeps_its_own_m_until_it_is_rebuilt(tmp_path: Path, make_vectors: MakeVectors) -> None:
+def test_a_saved_graph_keeps_its_own_m_until_it_is_rebuilt(
+    tmp_path: Path, make_vectors: MakeVectors, caplog: pytest.LogCaptureFixture
+) -> None:
     """M and ef_construction are fixed in a graph: a load keeps the saved graph's (no rebuild at
     open when the default changes), saves record them, and a rebuild builds with the index's own."""
     vectors = make_vectors(300, 8)
@@ -246,7 +249,9 @@ def test_a_saved_graph_keeps_its_own_m_until_it_is_rebuilt(tmp_path: Path, make_
     before = [old.search(q, 5) for q in queries]
 
     index = HnswIndex(8, M=20, ef_construction=60, exact_below=0)
-    index.load(tmp_path)
+    with caplog.at_level(logging.INFO, logger="mempager.hnsw"):
+        index.load(tmp_path)
+    assert "keeps M=12, ef_construction=50 until it is rebuilt (then M=20" in caplog.text
     assert (index.M, index.ef_construction) == (12, 50) == (index._state.graph.M, index._state.graph.ef_construction)
     assert [index.search(q, 5) for q in queries] == before
     index.add(np.array([300]), make_vectors(1, 8, seed=9))
